@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "django_jobs"
+    label = "django_jobs"
+    verbose_name = "Jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.core.signals import setting_changed
+        from django.utils.module_loading import autodiscover_modules
+
+        from . import checks  # noqa: F401 - registers the system checks
+        from .conf import reload_jobs_settings
+
+        setting_changed.connect(reload_jobs_settings, dispatch_uid="django_jobs_settings")
+        autodiscover_modules("jobs")

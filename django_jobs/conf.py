@@ -1,0 +1,89 @@
+"""The JOBS settings dict, read lazily and reloaded on ``setting_changed``.
+
+Modelled on DRF's ``api_settings``: nothing is read at import time, so tests may override JOBS.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from .durations import parse_duration
+
+DEFAULTS: dict[str, Any] = {
+    "ENGINES": {"default": {"concurrency": 1}},
+    "DATABASE": "default",
+    "OUTBOX": "auto",
+    "LEASE": "30s",
+    "LOG_TAIL": 100,
+    "IS_OPERATOR": None,
+    "TENANT_OF": None,
+    "CAPS": {"global": None, "queues": {}, "tenant": None},
+    "RATES": {},
+    "SCHEDULE_GRACE": "60s",
+    "POLL_INTERVAL": "1s",
+    "PREFETCH": 64,
+    "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "RETENTION": None,
+}
+
+
+class JobsSettings:
+    """Attribute access to JOBS with defaults; import strings resolved on use."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(settings, "JOBS", None) or {}
+        return value if isinstance(value, dict) else {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid JOBS setting: {name!r}")
+        if name not in self._cache:
+            self._cache[name] = self.user_settings.get(name, DEFAULTS[name])
+        return self._cache[name]
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+    # -- derived values ----------------------------------------------------------------------
+
+    @property
+    def lease(self) -> timedelta:
+        return parse_duration(self.LEASE, name='JOBS["LEASE"]')
+
+    @property
+    def poll_interval(self) -> float:
+        return parse_duration(self.POLL_INTERVAL, name='JOBS["POLL_INTERVAL"]').total_seconds()
+
+    @property
+    def schedule_grace(self) -> timedelta:
+        return parse_duration(self.SCHEDULE_GRACE, name='JOBS["SCHEDULE_GRACE"]')
+
+    def engine_concurrency(self, engine: str) -> int:
+        engines = self.ENGINES or {}
+        config = engines.get(engine) or {}
+        return int(config.get("concurrency", 1))
+
+    def engine_names(self) -> list[str]:
+        return list((self.ENGINES or {"default": {}}).keys())
+
+    def callable_setting(self, name: str) -> Any:
+        value = getattr(self, name)
+        if value is None or callable(value):
+            return value
+        return import_string(value)
+
+
+jobs_settings = JobsSettings()
+
+
+def reload_jobs_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "JOBS":
+        jobs_settings.reload()

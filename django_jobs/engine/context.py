@@ -1,0 +1,142 @@
+"""``ctx``: what a runner sees of its job, and the buffer of its live progress and log."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from .. import clock
+from ..conf import jobs_settings
+from ..durations import Duration, parse_duration
+from ..exceptions import Cancelled, JobTimeout
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from .steps import Steps
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Returned by ``ctx.requeue``: park the job in ``waiting`` and re-ask it later."""
+
+    reason: str
+    run_at: datetime
+
+
+class LiveState:
+    """Progress and log lines of a running job, written to the row in coalesced batches."""
+
+    def __init__(self, job: Job) -> None:
+        self.lock = threading.Lock()
+        self.progress: dict[str, Any] | None = job.progress
+        self.log: list[str] = list(job.log or [])
+        self.dirty = False
+        self.new_lines: list[str] = []
+        self.progress_changed = False
+        self.cancel_requested = bool(job.cancel_requested)
+        self.deadline: datetime | None = None
+
+    def add_line(self, line: str) -> None:
+        tail = max(int(jobs_settings.LOG_TAIL), 0)
+        with self.lock:
+            self.log.append(line)
+            if len(self.log) > tail:
+                del self.log[: len(self.log) - tail]
+            self.new_lines.append(line)
+            self.dirty = True
+
+    def set_progress(self, stage: str, percent: float | None) -> None:
+        with self.lock:
+            self.progress = {"stage": stage, "percent": percent}
+            self.progress_changed = True
+            self.dirty = True
+
+    def take(self) -> tuple[dict[str, Any] | None, list[str] | None, list[str], bool] | None:
+        """Return (progress, log, new lines, progress changed) if anything changed, and reset."""
+        with self.lock:
+            if not self.dirty:
+                return None
+            taken = (self.progress, list(self.log), self.new_lines, self.progress_changed)
+            self.dirty, self.new_lines, self.progress_changed = False, [], False
+            return taken
+
+
+class JobContext:
+    """The ``ctx`` passed to a runner."""
+
+    def __init__(self, job: Job, payload: Any, live: LiveState) -> None:
+        self.job = job
+        self.payload = payload
+        self.live = live
+        self._step: Steps | None = None
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempts
+
+    @property
+    def tenant(self) -> str | None:
+        return self.job.tenant
+
+    @property
+    def state(self) -> Any:
+        return self.job.captured
+
+    @property
+    def owner(self) -> Any:
+        return self.job.owner if self.job.owner_id is not None else None
+
+    @property
+    def step(self) -> Steps:
+        if self._step is None:
+            from .steps import Steps
+
+            self._step = Steps(self)
+        return self._step
+
+    # -- live output --------------------------------------------------------------------------
+
+    def log(self, message: str) -> None:
+        """Append a line to the job's log (the last ``LOG_TAIL`` lines are kept)."""
+        self.live.add_line(str(message))
+
+    def progress(self, stage: str, percent: float | None = None) -> None:
+        """Report progress; frequent calls are coalesced into one write."""
+        if percent is not None:
+            percent = max(0.0, min(100.0, float(percent)))
+        self.live.set_progress(str(stage), percent)
+
+    async def alog(self, message: str) -> None:
+        self.log(message)
+
+    async def aprogress(self, stage: str, percent: float | None = None) -> None:
+        self.progress(stage, percent)
+
+    # -- flow ---------------------------------------------------------------------------------
+
+    def requeue(self, reason: str, after: Duration = "30s") -> Requeue:
+        """``return ctx.requeue(...)``: wait without a slot or an attempt, re-ask after ``after``."""
+        return Requeue(str(reason), clock.now() + parse_duration(after, name="after"))
+
+    @property
+    def timed_out(self) -> bool:
+        deadline = self.live.deadline
+        return deadline is not None and clock.now() >= deadline
+
+    @property
+    def cancelled(self) -> bool:
+        return self.live.cancel_requested or self.timed_out
+
+    def check_cancelled(self) -> None:
+        """Raise ``Cancelled`` once a cancel was requested (``JobTimeout`` past the timeout)."""
+        if self.live.cancel_requested:
+            raise Cancelled(f"Job #{self.job.pk} was cancelled; stop and return.")
+        if self.timed_out:
+            raise JobTimeout(f"Job #{self.job.pk} passed its timeout; stop and return.")
+
+    async def acheck_cancelled(self) -> None:
+        await sync_to_async(self.check_cancelled)()

@@ -1,0 +1,46 @@
+"""Publishing job events: never blocks or fails a job."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from .. import clock
+from ..signals import job_event
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+logger = logging.getLogger("django_jobs.events")
+
+STATE_EVENTS = {
+    "running": "job.started",
+    "waiting": "job.waiting",
+    "succeeded": "job.succeeded",
+    "failed": "job.failed",
+    "blocked": "job.blocked",
+    "unknown": "job.blocked",
+    "cancelled": "job.cancelled",
+    "queued": "job.retrying",
+}
+
+
+def publish(event_type: str, job: Job, **extra: Any) -> None:
+    """Send ``job_event`` now; a failing receiver is logged, never raised."""
+    if not job_event.receivers:
+        return
+    for receiver, response in job_event.send_robust(
+        sender=type(job), type=event_type, job=job, at=clock.now(), **extra
+    ):
+        if isinstance(response, Exception):
+            logger.error(
+                "A job_event receiver %r failed on %s for job %s", receiver, event_type, job.pk,
+                exc_info=response,
+            )
+
+
+def publish_after_commit(event_type: str, job: Job, *, alias: str, **extra: Any) -> None:
+    if job_event.receivers:
+        transaction.on_commit(lambda: publish(event_type, job, **extra), using=alias)

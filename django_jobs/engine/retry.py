@@ -1,0 +1,101 @@
+"""Retry policy: a small pure object that turns (attempt, now) into a decision."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ..durations import Duration, parse_duration
+
+BACKOFFS = ("exponential", "linear", "fixed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryDecision:
+    """What to do after a failed attempt."""
+
+    retry: bool
+    """True: run again at ``run_at``; False: the retries are spent."""
+    run_at: datetime | None = None
+
+
+@dataclass(frozen=True, init=False)
+class Retry:
+    """How often and how soon a failed job runs again.
+
+    ``attempts`` counts every attempt, the first included. Delays grow ``exponential``-ly
+    (delay * 2**n), ``linear``-ly (delay * (n+1)) or stay ``fixed``, capped at ``max_delay``.
+    With ``jitter`` the delay is "equal jitter": half fixed, half random, so failing jobs do
+    not retry in lockstep.
+    """
+
+    attempts: int
+    backoff: str
+    delay: timedelta
+    max_delay: timedelta
+    jitter: bool
+    _rng: random.Random = field(compare=False, repr=False)
+
+    def __init__(
+        self,
+        attempts: int = 3,
+        backoff: str = "exponential",
+        delay: Duration = "1s",
+        max_delay: Duration = "1h",
+        jitter: bool = True,
+    ) -> None:
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"Retry(attempts={attempts!r}): attempts must be an integer >= 1.")
+        if backoff not in BACKOFFS:
+            raise ValueError(
+                f"Retry(backoff={backoff!r}): use one of {', '.join(repr(b) for b in BACKOFFS)}."
+            )
+        object.__setattr__(self, "attempts", attempts)
+        object.__setattr__(self, "backoff", backoff)
+        object.__setattr__(self, "delay", parse_duration(delay, name="Retry delay"))
+        object.__setattr__(self, "max_delay", parse_duration(max_delay, name="Retry max_delay"))
+        object.__setattr__(self, "jitter", bool(jitter))
+        object.__setattr__(self, "_rng", random.Random())
+
+    def base_delay_ms(self, failed_attempt: int) -> int:
+        """The delay after attempt number ``failed_attempt`` (1-based), without jitter."""
+        base = self.delay.total_seconds() * 1000
+        n = failed_attempt - 1
+        if self.backoff == "exponential":
+            value = base * (2 ** min(n, 62))
+        elif self.backoff == "linear":
+            value = base * (n + 1)
+        else:
+            value = base
+        return int(min(value, self.max_delay.total_seconds() * 1000))
+
+    def schedule(self) -> list[int]:
+        """The delays between attempts in milliseconds, without jitter."""
+        return [self.base_delay_ms(n) for n in range(1, self.attempts)]
+
+    def delay_ms(self, failed_attempt: int) -> int:
+        """The delay to use after ``failed_attempt``, with equal jitter when enabled."""
+        base = self.base_delay_ms(failed_attempt)
+        if not self.jitter or base <= 1:
+            return base
+        half = base / 2
+        return int(half + self._rng.uniform(0, half))
+
+    def decide(self, attempt: int, now: datetime) -> RetryDecision:
+        """After attempt number ``attempt`` failed at ``now``: retry, or give up."""
+        if attempt >= self.attempts:
+            return RetryDecision(retry=False)
+        return RetryDecision(
+            retry=True, run_at=now + timedelta(milliseconds=self.delay_ms(attempt))
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "attempts": self.attempts,
+            "backoff": self.backoff,
+            "delay_ms": int(self.delay.total_seconds() * 1000),
+            "max_delay_ms": int(self.max_delay.total_seconds() * 1000),
+            "jitter": self.jitter,
+            "schedule_ms": self.schedule(),
+        }

@@ -1,0 +1,211 @@
+"""Durable steps: ``ctx.step.run(name, fn)`` runs ``fn`` once ever and replays its result.
+
+Step names are the replay key. Code outside steps runs again on every attempt; only what is
+inside a completed step is skipped. A step's result is committed before the next step starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from .. import clock
+from ..conf import jobs_settings
+from ..durations import Duration, parse_duration
+from ..exceptions import InvalidResult, StepDuplicate, StepNested, Uncertain
+from ..models import JobStep
+from ..types import StepState
+
+if TYPE_CHECKING:
+    from .context import JobContext
+
+RECOVER = ("retry", "stop")
+
+
+class Suspend(Exception):  # noqa: N818 - internal control flow
+    """Park the job in ``waiting`` until ``run_at`` (None: until woken)."""
+
+    def __init__(self, reason: str, run_at: datetime | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.run_at = run_at
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """Passed to an activity that takes one argument."""
+
+    key: str
+    """Stable across attempts: hand it to a provider for its own deduplication."""
+    interrupted: bool
+    """True when an earlier run of this activity was cut off by a crash."""
+    attempt: int
+
+
+class Steps:
+    """``ctx.step``."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.alias = jobs_settings.DATABASE
+        self._seen: set[str] = set()
+        self._active: str | None = None
+        self._rows: dict[str, JobStep] | None = None
+
+    def _stored(self) -> dict[str, JobStep]:
+        if self._rows is None:
+            rows = JobStep.objects.using(self.alias).filter(job_id=self.ctx.job.pk)
+            self._rows = {row.name: row for row in rows}
+        return self._rows
+
+    def _enter(self, name: str) -> JobStep | None:
+        if self._active is not None:
+            raise StepNested(
+                f"Step {name!r} was called inside step {self._active!r}. Steps run one at a "
+                "time: call it after the outer step returns."
+            )
+        if name in self._seen:
+            raise StepDuplicate(
+                f"Step name {name!r} is used twice in one run of job #{self.ctx.job.pk}. Step "
+                "names are the replay key: give each step its own name."
+            )
+        self._seen.add(name)
+        return self._stored().get(name)
+
+    def _key(self, name: str) -> str:
+        return f"{self.ctx.job.kind}:{self.ctx.job.pk}:{name}"
+
+    def _begin(self, name: str, row: JobStep | None) -> JobStep:
+        now = clock.now()
+        if row is None:
+            row = JobStep.objects.using(self.alias).create(
+                job_id=self.ctx.job.pk,
+                name=name,
+                seq=len(self._stored()),
+                key=self._key(name),
+                state=StepState.RUNNING,
+                attempts=1,
+                started_at=now,
+            )
+            self._stored()[name] = row
+        else:
+            row.state, row.attempts, row.started_at, row.error = (
+                StepState.RUNNING, row.attempts + 1, now, None,
+            )
+            row.save(using=self.alias, update_fields=["state", "attempts", "started_at", "error"])
+        return row
+
+    @staticmethod
+    def _call(fn: Callable[..., Any], info: StepInfo) -> Any:
+        try:
+            takes_arg = len(inspect.signature(fn).parameters) >= 1
+        except (TypeError, ValueError):
+            takes_arg = False
+        return fn(info) if takes_arg else fn()
+
+    def _check_json(self, name: str, value: Any) -> None:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidResult(
+                f"Step {name!r} returned a value that is not JSON ({exc}); nothing was saved. "
+                "Return dicts, lists, strings, numbers, booleans or None."
+            ) from exc
+
+    def _finish(self, row: JobStep, value: Any) -> None:
+        row.state, row.value, row.ended_at = StepState.COMPLETED, value, clock.now()
+        row.save(using=self.alias, update_fields=["state", "value", "ended_at"])
+
+    def _fail(self, row: JobStep, exc: BaseException) -> None:
+        row.state, row.error, row.ended_at = (
+            StepState.FAILED, f"{type(exc).__name__}: {exc}"[:2000], clock.now()
+        )
+        row.save(using=self.alias, update_fields=["state", "error", "ended_at"])
+
+    # -- public -------------------------------------------------------------------------------
+
+    def run(self, name: str, fn: Callable[..., Any], *, recover: str = "retry") -> Any:
+        """Run ``fn`` once ever; on replay return its saved JSON result without calling it."""
+        if recover not in RECOVER:
+            raise ValueError(f'recover={recover!r}: use "retry" or "stop".')
+        row = self._enter(name)
+        if row is not None and row.state == StepState.COMPLETED:
+            return row.value
+        interrupted = row is not None and row.state in (StepState.RUNNING, StepState.UNKNOWN)
+        if interrupted and recover == "stop" and row is not None:
+            row.state = StepState.UNKNOWN
+            row.save(using=self.alias, update_fields=["state"])
+            raise Uncertain(
+                f"Step {name!r} was interrupted and may or may not have taken effect. Check it, "
+                f"then `manage.py jobs resolve {self.ctx.job.pk} --step {name} --as completed` "
+                "(or --as failed)."
+            )
+        row = self._begin(name, row)
+        info = StepInfo(key=row.key, interrupted=interrupted, attempt=row.attempts)
+        self._active = name
+        try:
+            value = self._call(fn, info)
+            self._check_json(name, value)
+        except BaseException as exc:
+            self._fail(row, exc)
+            raise
+        finally:
+            self._active = None
+        self._finish(row, value)
+        return value
+
+    def atomic(self, name: str, fn: Callable[..., Any]) -> Any:
+        """Run ``fn`` in ``transaction.atomic()`` and save its result in that transaction."""
+        row = self._enter(name)
+        if row is not None and row.state == StepState.COMPLETED:
+            return row.value
+        self._active = name
+        try:
+            with transaction.atomic(using=self.alias):
+                row = self._begin(name, row)
+                info = StepInfo(key=row.key, interrupted=False, attempt=row.attempts)
+                value = self._call(fn, info)
+                self._check_json(name, value)
+                self._finish(row, value)
+        except BaseException:
+            self._rows = None  # the rolled-back transaction may have undone our row
+            raise
+        finally:
+            self._active = None
+        return value
+
+    def sleep(self, name: str, duration: Duration) -> None:
+        """Suspend the job until the wake time: no worker, slot or attempt is held."""
+        row = self._enter(name)
+        if row is not None and row.state == StepState.COMPLETED:
+            return
+        now = clock.now()
+        if row is None:
+            wake = now + parse_duration(duration, name=f"step.sleep({name!r})")
+            row = self._begin(name, None)
+            row.value = {"wake_at": wake.isoformat()}
+            row.save(using=self.alias, update_fields=["value"])
+        wake_at = parse_datetime((row.value or {}).get("wake_at", "")) or now
+        if now >= wake_at:
+            self._finish(row, None)
+            return
+        raise Suspend(f"sleeping in step {name!r} until {wake_at.isoformat()}", wake_at)
+
+    async def arun(self, name: str, fn: Callable[..., Any], *, recover: str = "retry") -> Any:
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError("step.arun takes a sync activity; wrap async work in async_to_sync.")
+        return await sync_to_async(self.run)(name, fn, recover=recover)
+
+    async def aatomic(self, name: str, fn: Callable[..., Any]) -> Any:
+        return await sync_to_async(self.atomic)(name, fn)
+
+    async def asleep(self, name: str, duration: Duration) -> None:
+        await sync_to_async(self.sleep)(name, duration)

@@ -1,0 +1,353 @@
+"""The worker: claim in batches, run on a thread pool, record outcomes in batches.
+
+Threads: the main thread claims and keeps a small local queue topped up; ``concurrency``
+executor threads drain it; one keeper thread records outcomes, flushes progress and logs,
+heartbeats leases and rescues jobs whose worker died; on PostgreSQL one listener thread turns
+NOTIFY into an immediate wake-up (the poll stays as a fallback: a notification is a hint, the
+claim is the truth).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, connections
+
+from .. import clock
+from ..conf import jobs_settings
+from ..models import Job
+from ..store import Outcome, get_store
+from .context import LiveState
+from .events import STATE_EVENTS, publish
+from .executor import Executor
+
+logger = logging.getLogger("django_jobs.worker")
+
+_STOP = object()
+
+
+def make_worker_id(engine: str) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{engine}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Runs the jobs of one engine until stopped (or, with ``burst``, until idle)."""
+
+    def __init__(
+        self,
+        *,
+        engine: str = "default",
+        queues: list[str] | None = None,
+        concurrency: int | None = None,
+        burst: bool = False,
+        scheduler: bool = True,
+        alias: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.queues = queues or None
+        self.concurrency = concurrency or jobs_settings.engine_concurrency(engine)
+        self.burst = burst
+        self.scheduler = scheduler
+        self.alias = alias or jobs_settings.DATABASE
+        self.store = get_store(self.alias)
+        self.worker_id = make_worker_id(engine)
+        self.executor = Executor(self.worker_id)
+        self.lease = jobs_settings.lease
+        poll = jobs_settings.POLL_INTERVAL
+        self.poll = (
+            jobs_settings.poll_interval
+            if poll
+            else (2.0 if self.store.vendor == "postgresql" else 0.25)
+        )
+        self.max_prefetch = max(int(jobs_settings.PREFETCH), 0)
+
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self.local: queue.Queue[Any] = queue.Queue()
+        self.outcomes: queue.Queue[Outcome] = queue.Queue()
+        self.running: dict[int, tuple[Job, LiveState]] = {}
+        self.running_lock = threading.Lock()
+        self.in_flight = 0  # claimed and not yet recorded
+        self.avg_duration = 0.0
+        self.processed = 0
+        self.threads: list[threading.Thread] = []
+        self.on_idle: Callable[[], None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, frame: Any) -> None:
+            if self.stopping.is_set():
+                logger.warning("Second signal: exiting now; unfinished jobs return after the lease.")
+                os._exit(1)
+            logger.info("Signal %s: finishing in-flight jobs, claiming no more.", signum)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def run(self) -> int:
+        """Work until stopped; return the process exit code."""
+        logger.info(
+            "Worker %s: engine=%s concurrency=%s queues=%s", self.worker_id, self.engine,
+            self.concurrency, ",".join(self.queues or []) or "*",
+        )
+        self._rescue()
+        keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
+        keeper.start()
+        for n in range(self.concurrency):
+            thread = threading.Thread(target=self._execute_loop, name=f"jobs-exec-{n}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        listener = None
+        if self.store.vendor == "postgresql":
+            listener = threading.Thread(target=self._listen, name="jobs-listen", daemon=True)
+            listener.start()
+        try:
+            self._claim_loop()
+        finally:
+            self._shutdown(keeper)
+        return 0
+
+    def _shutdown(self, keeper: threading.Thread) -> None:
+        self.stopping.set()
+        unstarted = []
+        while True:
+            try:
+                item = self.local.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, Job):
+                unstarted.append(item.pk)
+        if unstarted:
+            self._retry_db(lambda: self.store.hand_back(self.worker_id, unstarted))
+            with self.running_lock:
+                self.in_flight -= len(unstarted)
+        for _ in self.threads:
+            self.local.put(_STOP)
+        for thread in self.threads:
+            thread.join()
+        self.outcomes.put(None)  # type: ignore[arg-type]
+        keeper.join()
+        connections.close_all()
+        logger.info("Worker %s stopped after %s jobs.", self.worker_id, self.processed)
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    def _target(self) -> int:
+        """How many jobs to hold: the free slots plus about 50 ms of prefetched work."""
+        if self.avg_duration <= 0:
+            extra = self.concurrency
+        else:
+            extra = int(0.05 * self.concurrency / self.avg_duration)
+        return self.concurrency + max(1, min(extra, self.max_prefetch))
+
+    def _claim_loop(self) -> None:
+        idle_checks = 0
+        while not self.stopping.is_set():
+            self.wake.clear()  # before reading in_flight: a later change sets it again
+            with self.running_lock:
+                held = self.in_flight
+            want = self._target() - held
+            claimed: list[Job] = []
+            # Claim only once the local queue has room for a whole batch, not job by job.
+            if want > 0 and held <= self.concurrency:
+                now = clock.now()
+                claimed = self._retry_db(
+                    lambda: self.store.claim(
+                        engine=self.engine,
+                        worker_id=self.worker_id,
+                        limit=want,
+                        now=now,
+                        leased_until=now + self.lease,
+                        queues=self.queues,
+                    )
+                ) or []
+                if claimed:
+                    with self.running_lock:
+                        self.in_flight += len(claimed)
+                    for job in claimed:
+                        self.local.put(job)
+                    idle_checks = 0
+                    continue
+            if self.burst and not claimed:
+                with self.running_lock:
+                    idle = self.in_flight == 0
+                if idle and self.outcomes.empty():
+                    idle_checks += 1
+                    if idle_checks >= 2:  # twice in a row, so a just-recorded retry is seen
+                        return
+                    continue
+            self.wake.wait(self.poll if not self.burst else 0.05)
+
+    def _listen(self) -> None:
+        from ..store.postgres import CHANNEL
+
+        while not self.stopping.is_set():
+            try:
+                db = connections[self.alias]
+                conn = db.get_new_connection(db.get_connection_params())
+                conn.autocommit = True
+                conn.execute(f"LISTEN {CHANNEL}")
+                self.wake.set()  # we may have missed notifications while (re)connecting
+                while not self.stopping.is_set():
+                    for note in conn.notifies(timeout=0.5):
+                        if note.payload == self.engine:
+                            self.wake.set()
+                conn.close()
+            except Exception:
+                logger.warning("LISTEN connection lost; polling until it is back.", exc_info=True)
+                self.stopping.wait(1.0)
+
+    # -- executing ----------------------------------------------------------------------------
+
+    def _execute_loop(self) -> None:
+        try:
+            while True:
+                item = self.local.get()
+                if item is _STOP:
+                    return
+                self._execute(item)
+        finally:
+            connections.close_all()
+
+    def _execute(self, job: Job) -> None:
+        live = LiveState(job)
+        with self.running_lock:
+            self.running[job.pk] = (job, live)
+        publish("job.started", job)
+        began = time.perf_counter()
+        try:
+            close_old_connections()
+            outcome = self.executor.run(job, live)
+        finally:
+            elapsed = time.perf_counter() - began
+            self.avg_duration = 0.8 * self.avg_duration + 0.2 * elapsed if self.avg_duration else elapsed
+        self.outcomes.put(outcome)
+
+    # -- keeping: outcomes, live output, leases ---------------------------------------------
+
+    def _keep(self) -> None:
+        beat_every = max(self.lease.total_seconds() / 3, 0.2)
+        rescue_every = max(self.lease.total_seconds() / 2, 0.5)
+        next_beat = next_flush = time.monotonic()
+        next_rescue = time.monotonic() + rescue_every
+        done = False
+        try:
+            while not done:
+                batch: list[Outcome] = []
+                try:
+                    first = self.outcomes.get(timeout=0.1)
+                    if first is None:
+                        done = True
+                    else:
+                        batch.append(first)
+                        while len(batch) < 500:
+                            item = self.outcomes.get_nowait()
+                            if item is None:
+                                done = True
+                                break
+                            batch.append(item)
+                except queue.Empty:
+                    pass
+                if batch:
+                    self._record(batch)
+                now = time.monotonic()
+                if now >= next_flush:
+                    self._flush_live()
+                    next_flush = now + 0.2
+                if now >= next_beat:
+                    self._heartbeat()
+                    next_beat = now + beat_every
+                if now >= next_rescue:
+                    self._rescue()
+                    next_rescue = now + rescue_every
+        finally:
+            connections.close_all()
+
+    def _record(self, batch: list[Outcome]) -> None:
+        written = self._retry_db(lambda: self.store.record(batch), forever=True) or []
+        with self.running_lock:
+            entries = [self.running.pop(o.job_id, (None, None))[0] for o in batch]
+            self.in_flight -= len(batch)
+        self.processed += len(batch)
+        self.wake.set()
+        written_ids = set(written)
+        for outcome, job in zip(batch, entries, strict=True):
+            if job is None or outcome.job_id not in written_ids:
+                continue
+            job.state = outcome.state
+            job.result, job.error = outcome.result, outcome.error
+            job.started_at, job.wait_reason = outcome.started_at, outcome.wait_reason
+            if outcome.state in ("succeeded", "failed", "cancelled"):
+                job.ended_at = outcome.ended_at
+            if outcome.run_at is not None:
+                job.run_at = outcome.run_at
+            publish(STATE_EVENTS[outcome.state], job)
+
+    def _flush_live(self) -> None:
+        with self.running_lock:
+            running = list(self.running.values())
+        for job, live in running:
+            taken = live.take()
+            if taken is None:
+                continue
+            progress, log, new_lines, progress_changed = taken
+            self._retry_db(lambda: self.store.save_live(job.pk, self.worker_id, progress, log))
+            job.progress, job.log = progress, log
+            for line in new_lines:
+                publish("job.log", job, line=line)
+            if progress_changed:
+                publish("job.progress", job)
+
+    def _heartbeat(self) -> None:
+        flags = self._retry_db(
+            lambda: self.store.heartbeat(self.worker_id, clock.now() + self.lease)
+        ) or {}
+        with self.running_lock:
+            for job_id, cancel in flags.items():
+                entry = self.running.get(job_id)
+                if entry is not None and cancel:
+                    entry[1].cancel_requested = True
+
+    def _rescue(self) -> None:
+        rescued = self._retry_db(
+            lambda: self.store.rescue(
+                engine=self.engine,
+                now=clock.now(),
+                error="The worker running this job stopped heartbeating (crash or kill); "
+                "its lease ran out and the job was re-asked.",
+            )
+        )
+        if rescued:
+            logger.warning("Re-asked %s job(s) whose worker stopped: %s", len(rescued), rescued)
+            self.wake.set()
+
+    def _retry_db(self, fn: Callable[[], Any], *, forever: bool = False) -> Any:
+        """Run a store call; if the database is away, log, reconnect and try again."""
+        delay = 0.2
+        while True:
+            try:
+                return fn()
+            except DatabaseError as exc:
+                logger.error(
+                    "Database unavailable (%s); retrying in %.1fs. Check that it is up.", exc, delay
+                )
+                connections[self.alias].close()
+                if self.stopping.is_set() and not forever:
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)

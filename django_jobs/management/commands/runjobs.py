@@ -1,0 +1,56 @@
+"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...conf import jobs_settings
+from ...engine.worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Run the jobs of one engine until SIGTERM/SIGINT (or, with --burst, until idle)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--engine", default="default", help="The engine to run.")
+        parser.add_argument("--queues", default="", help="Comma-separated queues (default: all).")
+        parser.add_argument("--concurrency", type=int, default=None,
+                            help="Jobs run at once (default: the engine's concurrency).")
+        parser.add_argument("--burst", action="store_true",
+                            help="Run until nothing is due, then exit 0.")
+        parser.add_argument("--no-scheduler", action="store_true",
+                            help="Do not fire cron schedules from this process.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        engine = options["engine"]
+        if engine not in jobs_settings.engine_names():
+            raise CommandError(
+                f"Unknown engine {engine!r}. JOBS['ENGINES'] defines: "
+                f"{', '.join(jobs_settings.engine_names())}."
+            )
+        concurrency = options["concurrency"]
+        if concurrency is not None and concurrency < 1:
+            raise CommandError("--concurrency must be at least 1.")
+        if not logging.getLogger("django_jobs").handlers and options["verbosity"] >= 1:
+            logging.basicConfig(
+                level=logging.INFO if options["verbosity"] >= 2 else logging.WARNING,
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            )
+        queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
+        worker = Worker(
+            engine=engine,
+            queues=queues or None,
+            concurrency=concurrency,
+            burst=options["burst"],
+            scheduler=not options["no_scheduler"],
+        )
+        worker.install_signal_handlers()
+        if options["verbosity"] >= 1:
+            self.stdout.write(f"runjobs: worker {worker.worker_id} ready", ending="\n")
+            self.stdout.flush()
+        code = worker.run()
+        if code:
+            raise SystemExit(code)

@@ -1,0 +1,175 @@
+"""The job tables. All writes on the hot path go through ``django_jobs.store``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models.functions import Coalesce
+
+from .types import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
+
+
+class Job(models.Model):
+    """One unit of work: a row that survives restarts."""
+
+    kind = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100, default="default")
+    engine = models.CharField(max_length=100, default="default")
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
+    payload = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    tenant = models.CharField(max_length=200, null=True, blank=True)
+    priority = models.SmallIntegerField(default=0)
+    attempts = models.IntegerField(default=0)
+    max_attempts = models.IntegerField(default=1)
+    progress = models.JSONField(null=True, blank=True)
+    log = models.JSONField(default=list, blank=True)
+    wait_reason = models.TextField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=400, null=True, blank=True)
+    version = models.CharField(max_length=100, blank=True, default="")
+    captured = models.JSONField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    worker_id = models.CharField(max_length=200, null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    timestamps_derived = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-id"]
+        permissions = [("operate_jobs", "Can operate every job (see, submit, retry, cancel)")]
+        indexes = [
+            # The claim: "the next due job of this engine", in claim order. Partial, so the
+            # millions of ended rows never enter it.
+            models.Index(
+                fields=["engine", "priority", "run_at", "id"],
+                name="django_jobs_claim_idx",
+                condition=models.Q(state__in=CLAIMABLE_STATES),
+            ),
+            # Lease rescue: running rows whose worker stopped heartbeating.
+            models.Index(
+                fields=["engine", "leased_until"],
+                name="django_jobs_lease_idx",
+                condition=models.Q(state="running"),
+            ),
+            models.Index(fields=["state", "queue"], name="django_jobs_state_queue_idx"),
+            models.Index(fields=["kind", "state"], name="django_jobs_kind_state_idx"),
+            models.Index(fields=["owner", "-id"], name="django_jobs_owner_idx"),
+            models.Index(fields=["ended_at"], name="django_jobs_ended_idx"),
+        ]
+        constraints = [
+            # One live job per (kind, owner, key): the idempotency guarantee.
+            models.UniqueConstraint(
+                models.F("kind"),
+                Coalesce(models.F("owner"), models.Value(0)),
+                models.F("idempotency_key"),
+                name="django_jobs_live_key_uniq",
+                condition=models.Q(state__in=LIVE_STATES),
+            ),
+        ]
+
+    deduped: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind}#{self.pk} ({self.state})"
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Job:
+        instance = super().from_db(db, field_names, values)
+        instance.normalize_timestamps()
+        return instance
+
+    def normalize_timestamps(self) -> None:
+        """Fill in timestamps the state implies but the row lacks (imported or old rows)."""
+        fields = self.__dict__
+        if not {"state", "created_at", "run_at", "started_at", "ended_at"} <= fields.keys():
+            return
+        derived = False
+        known = [t for t in (self.created_at, self.run_at, self.started_at, self.ended_at) if t]
+        earliest: datetime | None = min(known) if known else None
+        latest: datetime | None = max(known) if known else None
+        if self.created_at is None and earliest is not None:
+            self.created_at, derived = earliest, True
+        if self.run_at is None and self.created_at is not None:
+            self.run_at, derived = self.created_at, True
+        ran = self.state in ("running", "succeeded") or (
+            self.state in ("failed", "blocked", "unknown") and self.attempts > 0
+        )
+        if ran and self.started_at is None and self.run_at is not None:
+            self.started_at, derived = self.run_at, True
+        if self.state in ("succeeded", "failed", "cancelled") and self.ended_at is None:
+            if latest is not None:
+                self.ended_at, derived = latest, True
+        if derived:
+            self.timestamps_derived = True
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+class JobStep(models.Model):
+    """One durable step of a job: its saved result is replayed on retry."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    seq = models.IntegerField(default=0)
+    key = models.CharField(max_length=300, blank=True, default="")
+    state = models.CharField(max_length=16, choices=StepState.choices, default=StepState.RUNNING)
+    value = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    attempts = models.IntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "seq", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="django_jobs_step_name_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}:{self.name} ({self.state})"
+
+
+class Schedule(models.Model):
+    """A cron schedule; declared ones are synced at worker start, others are added at run time."""
+
+    name = models.CharField(max_length=200, unique=True)
+    cron = models.CharField(max_length=100)
+    tz = models.CharField(max_length=64)
+    kind = models.CharField(max_length=200)
+    payload = models.JSONField(null=True, blank=True)
+    catch_up = models.CharField(max_length=16, default="skip")
+    enabled = models.BooleanField(default=True)
+    declared = models.BooleanField(default=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    synced_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron} {self.tz})"

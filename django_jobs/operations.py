@@ -1,0 +1,158 @@
+"""Operator actions and introspection, shared by the admin, the API and the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from . import clock
+from .conf import jobs_settings
+from .engine.events import publish_after_commit
+from .exceptions import JobDuplicate, JobNotFound, NotCancellable, NotRetryable
+from .models import Job, JobStep
+from .registry import all_handles, get
+from .serialize import job_detail_json, job_json
+from .store import get_store
+from .types import ENDED_STATES, RETRYABLE_STATES, StepState
+
+
+def _locked(job_id: int) -> Job:
+    try:
+        return get_store().locked(job_id)
+    except Job.DoesNotExist:
+        raise JobNotFound(
+            f"No job has id {job_id}. `manage.py jobs list` shows the recent ones."
+        ) from None
+
+
+def cancel(job_id: int) -> dict[str, Any]:
+    """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``)."""
+    alias = jobs_settings.DATABASE
+    with transaction.atomic(using=alias):
+        job = _locked(job_id)
+        if job.state in ENDED_STATES:
+            raise NotCancellable(
+                f"Job #{job.pk} has already ended ({job.state}); there is nothing to cancel."
+            )
+        if job.state == "running":
+            job.cancel_requested = True
+            job.save(using=alias, update_fields=["cancel_requested"])
+        else:
+            # Ending the row also disarms a waiting job's re-ask: nothing claims it again.
+            job.state, job.ended_at, job.wait_reason = "cancelled", clock.now(), None
+            job.save(using=alias, update_fields=["state", "ended_at", "wait_reason"])
+            publish_after_commit("job.cancelled", job, alias=alias)
+    return job_json(job)
+
+
+def retry(job_id: int, from_step: str | None = None) -> dict[str, Any]:
+    """Queue a failed, blocked or cancelled job again with a fresh set of attempts."""
+    alias = jobs_settings.DATABASE
+    try:
+        with transaction.atomic(using=alias):
+            job = _locked(job_id)
+            if job.state not in RETRYABLE_STATES:
+                hint = (
+                    " Resolve its unknown step first (`manage.py jobs resolve`)."
+                    if job.state == "unknown"
+                    else ""
+                )
+                raise NotRetryable(
+                    f"Job #{job.pk} is {job.state}; only failed, blocked or cancelled jobs can "
+                    f"be retried.{hint}"
+                )
+            if from_step is not None:
+                _reset_steps_from(job, from_step, alias)
+            handle = get(job.kind)
+            job.state, job.run_at, job.error, job.ended_at = "queued", clock.now(), None, None
+            job.cancel_requested, job.wait_reason = False, None
+            job.max_attempts = job.attempts + (handle.retry.attempts if handle else 1)
+            if handle is not None:
+                job.version = handle.version
+            job.save(using=alias)
+            get_store(alias).notify({job.engine})
+            publish_after_commit("job.retrying", job, alias=alias)
+    except IntegrityError:
+        raise JobDuplicate(
+            f"Job #{job_id} cannot be retried: another live job holds its idempotency key. "
+            "Let that one finish or cancel it first."
+        ) from None
+    return job_json(job)
+
+
+def _reset_steps_from(job: Job, name: str, alias: str) -> None:
+    steps = list(JobStep.objects.using(alias).filter(job=job).order_by("seq", "id"))
+    names = [s.name for s in steps]
+    if name not in names:
+        raise NotRetryable(
+            f"Job #{job.pk} has no step {name!r}; its steps are: {', '.join(names) or 'none'}."
+        )
+    index = names.index(name)
+    JobStep.objects.using(alias).filter(pk__in=[s.pk for s in steps[index:]]).delete()
+
+
+def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, Any]:
+    """Settle an ``unknown`` step by hand: ``completed`` (with ``value``) or ``failed``."""
+    if as_ not in ("completed", "failed"):
+        raise ValueError('as_ must be "completed" or "failed".')
+    alias = jobs_settings.DATABASE
+    with transaction.atomic(using=alias):
+        job = _locked(job_id)
+        try:
+            row = JobStep.objects.using(alias).get(job=job, name=step)
+        except JobStep.DoesNotExist:
+            raise NotRetryable(f"Job #{job.pk} has no step {step!r}.") from None
+        now = clock.now()
+        if as_ == "completed":
+            row.state, row.value, row.error = StepState.COMPLETED, value, None
+        else:
+            row.state, row.error = StepState.FAILED, "resolved as failed by an operator"
+        row.ended_at = now
+        row.save(using=alias)
+        if job.state == "unknown":
+            if as_ == "completed":
+                job.state, job.run_at, job.error = "queued", now, None
+                job.max_attempts = max(job.max_attempts, job.attempts + 1)
+            else:
+                job.state, job.ended_at = "failed", now
+                job.error = f"Step {step!r} was resolved as failed by an operator."
+            job.save(using=alias)
+    return job_json(job)
+
+
+def wake_waiting() -> int:
+    """Re-ask every waiting job now; returns how many."""
+    store = get_store()
+    with transaction.atomic(using=store.alias):
+        count = store.wake_waiting(clock.now())
+        if count:
+            engines = set(
+                Job.objects.using(store.alias).filter(state="waiting")
+                .values_list("engine", flat=True).distinct()
+            )
+            store.notify(engines)
+    return count
+
+
+def inspect_job(job_id: int) -> dict[str, Any]:
+    try:
+        job = Job.objects.using(jobs_settings.DATABASE).get(pk=job_id)
+    except Job.DoesNotExist:
+        raise JobNotFound(f"No job has id {job_id}.") from None
+    return job_detail_json(job)
+
+
+def dead_letters(limit: int = 100) -> list[dict[str, Any]]:
+    jobs = Job.objects.using(jobs_settings.DATABASE).filter(state="failed").order_by("-id")
+    return [job_json(j) for j in jobs[:limit]]
+
+
+def describe_kinds() -> list[dict[str, Any]]:
+    return [h.describe() for h in all_handles()]
+
+
+def inspect_queues() -> dict[str, Any]:
+    from .stats import queue_stats
+
+    return queue_stats()

@@ -1,0 +1,296 @@
+"""The runner registry: ``@job`` turns a function into a ``JobHandle`` registered by kind."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from .durations import Duration, parse_duration
+from .engine.retry import Retry
+from .exceptions import IdempotencyRequired, InvalidPayload, JobDuplicate, UnknownKind
+
+if TYPE_CHECKING:
+    from .models import Job
+
+_registry: dict[str, JobHandle] = {}
+_lock = threading.Lock()
+
+
+@dataclass(eq=False, kw_only=True)
+class JobHandle:
+    """What ``@job`` returns: the kind's definition and the door to enqueue it."""
+
+    kind: str
+    func: Callable[..., Any]
+    idempotency_key: Callable[[Any], str] | str
+    label: str = ""
+    group: str = ""
+    member_safe: bool = False
+    schedulable: bool = False
+    queue: str = "default"
+    engine: str = "default"
+    priority: int = 0
+    retry: Retry = field(default_factory=Retry)
+    timeout: timedelta | None = None
+    input: type | None = None
+    version: str = ""
+    capture: Callable[[Any], Any] | None = None
+    on: str | None = None
+    rate: str | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
+
+    # -- admission ----------------------------------------------------------------------------
+
+    def validate_payload(self, payload: Any) -> Any:
+        """Return the validated payload (the serializer's ``validated_data`` when ``input``)."""
+        ensure_json(payload, what="payload")
+        if self.input is None:
+            return payload
+        serializer = self.input(data=payload)
+        if not serializer.is_valid():
+            errors = json.loads(json.dumps(serializer.errors, default=str))
+            raise InvalidPayload(
+                f"The payload of {self.kind!r} is invalid: {errors}. Fix the fields listed "
+                "and submit again.",
+                errors=errors,
+            )
+        return serializer.validated_data
+
+    def key_for(self, payload: Any) -> str:
+        if self.idempotency_key == "payload":
+            return "payload:" + payload_digest(payload)
+        try:
+            key = self.idempotency_key(payload)  # type: ignore[operator]
+        except Exception as exc:
+            raise InvalidPayload(
+                f"The idempotency_key function of {self.kind!r} failed on this payload "
+                f"({type(exc).__name__}: {exc}). Pass idempotency_key= to enqueue, or fix the "
+                "payload so the key can be computed."
+            ) from exc
+        if not isinstance(key, str) or not key:
+            raise InvalidPayload(
+                f"The idempotency_key function of {self.kind!r} returned {key!r}; it must "
+                "return a non-empty string."
+            )
+        return key
+
+    # -- enqueue ------------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any = None,
+        *,
+        owner: Any = None,
+        tenant: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: Duration | None = None,
+        idempotency_key: str | None = None,
+        on_conflict: str = "return",
+    ) -> Job:
+        from .engine.admission import admit
+
+        return admit(
+            self,
+            [payload],
+            owner=owner,
+            tenant=tenant,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+        )[0]
+
+    def enqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
+        from .engine.admission import admit
+
+        return admit(self, list(payloads), **options)
+
+    def as_user(self, user: Any, payload: Any = None, **options: Any) -> Job:
+        from .conf import jobs_settings
+
+        tenant_of = jobs_settings.callable_setting("TENANT_OF")
+        options.setdefault("tenant", tenant_of(user) if tenant_of else None)
+        return self.enqueue(payload, owner=user, **options)
+
+    async def aenqueue(self, payload: Any = None, **options: Any) -> Job:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue)(payload, **options)
+
+    async def aenqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue_many)(list(payloads), **options)
+
+    # -- manifest -----------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        from .conf import jobs_settings
+        from .schema import serializer_json_schema
+
+        return {
+            "kind": self.kind,
+            "label": self.label or self.kind,
+            "group": self.group,
+            "member_safe": self.member_safe,
+            "schedulable": self.schedulable,
+            "queue": self.queue,
+            "engine": self.engine,
+            "concurrency": jobs_settings.engine_concurrency(self.engine),
+            "priority": self.priority,
+            "retry": self.retry.as_json(),
+            "timeout": self.timeout.total_seconds() if self.timeout else None,
+            "version": self.version,
+            "input": serializer_json_schema(self.input),
+            "on": self.on,
+            "async": self.is_async,
+        }
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+
+def job(
+    kind: str,
+    *,
+    idempotency_key: Callable[[Any], str] | str | None = None,
+    label: str = "",
+    group: str = "",
+    member_safe: bool = False,
+    schedulable: bool = False,
+    queue: str = "default",
+    engine: str = "default",
+    priority: int = 0,
+    retry: Retry | None = None,
+    timeout: Duration | None = None,
+    input: type | None = None,  # noqa: A002 - the public name of the option
+    version: str = "",
+    capture: Callable[[Any], Any] | None = None,
+    on: str | None = None,
+    rate: str | None = None,
+) -> Callable[[Callable[..., Any]], JobHandle]:
+    """Register the decorated function as the runner of ``kind``."""
+    if not isinstance(kind, str) or not kind:
+        raise TypeError("@job needs a kind: a non-empty string that names the durable queue key.")
+    if idempotency_key is None:
+        raise IdempotencyRequired(
+            f"@job({kind!r}) needs idempotency_key=: a callable(payload) -> str such as "
+            "lambda p: f\"render:{p['video']}\", or \"payload\" to use a hash of the payload."
+        )
+    if not (callable(idempotency_key) or idempotency_key == "payload"):
+        raise IdempotencyRequired(
+            f"@job({kind!r}, idempotency_key={idempotency_key!r}): pass a callable(payload) -> "
+            'str, or the string "payload".'
+        )
+
+    def decorator(func: Callable[..., Any]) -> JobHandle:
+        handle = JobHandle(
+            kind=kind,
+            func=func,
+            idempotency_key=idempotency_key,
+            label=label,
+            group=group,
+            member_safe=member_safe,
+            schedulable=schedulable,
+            queue=queue,
+            engine=engine,
+            priority=priority,
+            retry=retry or Retry(),
+            timeout=parse_duration(timeout, name="timeout") if timeout is not None else None,
+            input=input,
+            version=str(version),
+            capture=capture,
+            on=on,
+            rate=rate,
+        )
+        register(handle)
+        return handle
+
+    return decorator
+
+
+def _same_function(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    # A module imported twice (autoreload, tests) yields a new function object for the same code.
+    return a is b or (
+        getattr(a, "__module__", None) == getattr(b, "__module__", None)
+        and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
+    )
+
+
+def register(handle: JobHandle) -> None:
+    with _lock:
+        existing = _registry.get(handle.kind)
+        if existing is not None:
+            if existing.engine != handle.engine:
+                raise JobDuplicate(
+                    f"Kind {handle.kind!r} is registered on engine {existing.engine!r} and "
+                    f"{handle.engine!r}; a kind belongs to one engine. Pick one."
+                )
+            if not _same_function(existing.func, handle.func):
+                raise JobDuplicate(
+                    f"Kind {handle.kind!r} is already registered by "
+                    f"{existing.func.__module__}.{existing.func.__qualname__}; give "
+                    f"{handle.func.__module__}.{handle.func.__qualname__} another kind."
+                )
+        _registry[handle.kind] = handle
+
+
+def unregister(kind: str) -> None:
+    with _lock:
+        _registry.pop(kind, None)
+
+
+def lookup(kind: str) -> JobHandle:
+    try:
+        return _registry[kind]
+    except KeyError:
+        raise UnknownKind(
+            f"No job is registered under kind {kind!r}. Define it with @job({kind!r}, ...) in "
+            "an installed app's jobs.py, or check the spelling "
+            "(`manage.py jobs kinds` lists the registered kinds)."
+        ) from None
+
+
+def get(kind: str) -> JobHandle | None:
+    return _registry.get(kind)
+
+
+def all_handles() -> list[JobHandle]:
+    return sorted(_registry.values(), key=lambda h: h.kind)
+
+
+def handles_on(event: str) -> list[JobHandle]:
+    return [h for h in all_handles() if h.on == event]
+
+
+def kinds_of_engine(engine: str) -> list[str]:
+    return [h.kind for h in all_handles() if h.engine == engine]
+
+
+def ensure_json(value: Any, *, what: str) -> str:
+    """Return ``value`` as JSON text, or raise ``InvalidPayload`` saying what is wrong."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(
+            f"The {what} is not JSON ({exc}). Use dicts, lists, strings, numbers, booleans and "
+            "None; convert dates to ISO strings and decimals to strings."
+        ) from exc
+
+
+def payload_digest(payload: Any) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]

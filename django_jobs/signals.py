@@ -1,0 +1,13 @@
+"""The one source of job events; SSE, WebSocket and logging subscribe here.
+
+``job_event`` is sent after the change it describes has committed, with ``type`` (one of
+``job.created``, ``job.started``, ``job.progress``, ``job.log``, ``job.waiting``,
+``job.succeeded``, ``job.failed``, ``job.blocked``, ``job.cancelled``, ``job.retrying``),
+``job`` (the ``Job``), ``at`` (the instant) and, for ``job.log``, ``line``.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+job_event = Signal()

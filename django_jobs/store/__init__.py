@@ -1,0 +1,28 @@
+"""The storage seam: every SQL statement of the engine lives under this package."""
+
+from __future__ import annotations
+
+from django.db import connections
+
+from ..conf import jobs_settings
+from .base import NewJob, Outcome, Store
+
+
+def get_store(alias: str | None = None) -> Store:
+    alias = alias or jobs_settings.DATABASE
+    vendor = connections[alias].vendor
+    if vendor == "postgresql":
+        from .postgres import PostgresStore
+
+        return PostgresStore(alias)
+    if vendor == "sqlite":
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(alias)
+    raise NotImplementedError(
+        f"django_jobs supports PostgreSQL and SQLite; database {alias!r} is {vendor}. "
+        'Point JOBS["DATABASE"] at a PostgreSQL or SQLite alias.'
+    )
+
+
+__all__ = ["NewJob", "Outcome", "Store", "get_store"]

@@ -1,0 +1,278 @@
+"""What every store does, in SQL both PostgreSQL and SQLite understand.
+
+Dialects override the statements that differ: inserting a batch, claiming, and recording
+successes in bulk. Timestamps always come from the caller (the engine's clock), never from the
+database's ``now()``, so tests can move time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from ..models import Job
+from ..types import LIVE_STATES
+
+TABLE = Job._meta.db_table
+COLUMNS = [f.column for f in Job._meta.concrete_fields]
+SELECT_COLUMNS = ", ".join(f"{TABLE}.{c}" for c in COLUMNS)
+
+
+@dataclass(kw_only=True)
+class NewJob:
+    """A row to insert, already validated."""
+
+    kind: str
+    queue: str
+    engine: str
+    payload: Any
+    owner_id: Any
+    tenant: str | None
+    priority: int
+    max_attempts: int
+    idempotency_key: str
+    version: str
+    captured: Any
+    run_at: datetime
+    created_at: datetime
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """The end of one execution of a claimed job, written by ``Store.record``."""
+
+    job_id: int
+    worker_id: str
+    state: str
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    result: Any = None
+    error: str | None = None
+    run_at: datetime | None = None
+    wait_reason: str | None = None
+    progress: Any = None
+    log: list[str] | None = None
+    events: list[str] = field(default_factory=list)
+
+
+class Store:
+    """The SQL seam. One instance per database alias; cheap to build."""
+
+    vendor = ""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    @property
+    def connection(self) -> Any:
+        return connections[self.alias]
+
+    # -- value adaptation ---------------------------------------------------------------------
+
+    def dt(self, value: datetime | None) -> Any:
+        return self.connection.ops.adapt_datetimefield_value(value)
+
+    def js(self, value: Any) -> str | None:
+        return None if value is None else json.dumps(value, separators=(",", ":"))
+
+    def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
+        """SQL for ``column IN (...)`` matching ``values``; PostgreSQL uses ``= ANY``."""
+        raise NotImplementedError
+
+    def raw_jobs(self, sql: str, params: list[Any]) -> list[Job]:
+        return list(Job.objects.using(self.alias).raw(sql, params))
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> int:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params or [])
+            return cursor.rowcount
+
+    def fetchall(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params or [])
+            return cursor.fetchall()
+
+    # -- admission ----------------------------------------------------------------------------
+
+    def insert(self, rows: list[NewJob]) -> list[tuple[Job, bool]]:
+        """Insert ``rows``; a row whose live key exists returns that job with ``deduped``."""
+        inserted = {self._identity(j): j for j in self._insert_rows(rows)} if rows else {}
+        results: list[tuple[Job, bool]] = []
+        seen: set[tuple[Any, ...]] = set()
+        missing = [
+            r for r in rows if (r.kind, r.owner_id or 0, r.idempotency_key) not in inserted
+        ]
+        existing = {self._identity(j): j for j in self._live_with_keys(missing)}
+        for row in rows:
+            identity = (row.kind, row.owner_id or 0, row.idempotency_key)
+            if identity in inserted and identity not in seen:
+                seen.add(identity)
+                results.append((inserted[identity], False))
+            elif identity in inserted:
+                results.append((inserted[identity], True))
+            elif identity in existing:
+                results.append((existing[identity], True))
+            else:
+                # The live holder ended between our insert and our read: insert again.
+                results.extend(self.insert([row]))
+        return results
+
+    @staticmethod
+    def _identity(job: Job) -> tuple[Any, ...]:
+        return (job.kind, job.owner_id or 0, job.idempotency_key)
+
+    def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
+        raise NotImplementedError
+
+    def _live_with_keys(self, rows: list[NewJob]) -> list[Job]:
+        if not rows:
+            return []
+        keys = sorted({r.idempotency_key for r in rows})
+        key_sql, key_params = self.in_list(keys)
+        state_sql, state_params = self.in_list(list(LIVE_STATES))
+        wanted = {(r.kind, r.owner_id or 0, r.idempotency_key) for r in rows}
+        jobs = self.raw_jobs(
+            f"SELECT {SELECT_COLUMNS} FROM {TABLE} WHERE idempotency_key {key_sql} "
+            f"AND state {state_sql}",
+            [*key_params, *state_params],
+        )
+        return [j for j in jobs if self._identity(j) in wanted]
+
+    def notify(self, engines: set[str]) -> None:
+        """Wake idle workers of ``engines`` once the current transaction commits."""
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    def claim(
+        self,
+        *,
+        engine: str | None,
+        worker_id: str,
+        limit: int,
+        now: datetime,
+        leased_until: datetime,
+        queues: list[str] | None = None,
+    ) -> list[Job]:
+        """Mark up to ``limit`` due jobs ``running`` for ``worker_id`` and return them.
+
+        A ``queued`` job starts a new attempt (``attempts + 1``); a ``waiting`` job being
+        re-asked keeps its attempt. Jobs come back in claim order: priority, run_at, id.
+        """
+        raise NotImplementedError
+
+    def hand_back(self, worker_id: str, job_ids: list[int]) -> int:
+        """Return claimed-but-unstarted jobs as they were, attempt not used."""
+        if not job_ids:
+            return 0
+        id_sql, id_params = self.in_list(job_ids)
+        return self.execute(
+            f"UPDATE {TABLE} SET state = CASE WHEN wait_reason IS NULL THEN 'queued' "
+            "ELSE 'waiting' END, attempts = CASE WHEN wait_reason IS NULL THEN attempts - 1 "
+            "ELSE attempts END, worker_id = NULL, leased_until = NULL, started_at = NULL "
+            f"WHERE id {id_sql} AND worker_id = %s AND state = 'running'",
+            [*id_params, worker_id],
+        )
+
+    def heartbeat(self, worker_id: str, leased_until: datetime) -> dict[int, bool]:
+        """Extend the lease of ``worker_id``'s running jobs; return {id: cancel_requested}."""
+        rows = self.fetchall(
+            f"UPDATE {TABLE} SET leased_until = %s WHERE worker_id = %s AND state = 'running' "
+            "RETURNING id, cancel_requested",
+            [self.dt(leased_until), worker_id],
+        )
+        return {row[0]: bool(row[1]) for row in rows}
+
+    def rescue(self, *, engine: str | None, now: datetime, error: str) -> list[tuple[int, str]]:
+        """Re-ask running jobs whose lease ran out (their worker died).
+
+        A job with attempts left goes back to ``queued`` now; one without fails.
+        """
+        engine_sql, params = ("", []) if engine is None else (" AND engine = %s", [engine])
+        return [
+            (row[0], row[1])
+            for row in self.fetchall(
+                f"UPDATE {TABLE} SET "
+                "state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
+                "ended_at = CASE WHEN attempts >= max_attempts THEN %s ELSE NULL END, "
+                "error = %s, run_at = %s, worker_id = NULL, leased_until = NULL, "
+                "wait_reason = NULL "
+                f"WHERE state = 'running' AND leased_until < %s{engine_sql} "
+                "RETURNING id, state",
+                [self.dt(now), error, self.dt(now), self.dt(now), *params],
+            )
+        ]
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    def record(self, outcomes: list[Outcome]) -> list[int]:
+        """Write outcomes in one transaction; return the ids whose lease we still held."""
+        if not outcomes:
+            return []
+        written: list[int] = []
+        with transaction.atomic(using=self.alias):
+            successes = [o for o in outcomes if o.state == "succeeded"]
+            if successes:
+                written.extend(self._record_successes(successes))
+            for outcome in outcomes:
+                if outcome.state != "succeeded" and self._record_one(outcome):
+                    written.append(outcome.job_id)
+        return written
+
+    def _record_successes(self, outcomes: list[Outcome]) -> list[int]:
+        return [o.job_id for o in outcomes if self._record_one(o)]
+
+    def _record_one(self, o: Outcome) -> bool:
+        ended = o.state in ("succeeded", "failed", "cancelled")
+        rowcount = self.execute(
+            f"UPDATE {TABLE} SET state = %s, result = %s, error = %s, started_at = %s, "
+            "ended_at = %s, run_at = COALESCE(%s, run_at), wait_reason = %s, "
+            "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
+            "worker_id = NULL, leased_until = NULL, cancel_requested = %s "
+            "WHERE id = %s AND worker_id = %s AND state = 'running'",
+            [
+                o.state,
+                self.js(o.result),
+                o.error,
+                self.dt(o.started_at),
+                self.dt(o.ended_at if ended else None),
+                self.dt(o.run_at),
+                o.wait_reason,
+                self.js(o.progress),
+                self.js(o.log),
+                False,
+                o.job_id,
+                o.worker_id,
+            ],
+        )
+        return rowcount == 1
+
+    def save_live(self, job_id: int, worker_id: str, progress: Any, log: list[str] | None) -> None:
+        """Write coalesced progress and log lines of a running job."""
+        self.execute(
+            f"UPDATE {TABLE} SET progress = COALESCE(%s, progress), log = COALESCE(%s, log) "
+            "WHERE id = %s AND worker_id = %s",
+            [self.js(progress), self.js(log), job_id, worker_id],
+        )
+
+    # -- operator actions ---------------------------------------------------------------------
+
+    def locked(self, job_id: int) -> Job:
+        """The job row, locked for update until the surrounding transaction ends."""
+        return Job.objects.using(self.alias).select_for_update().get(pk=job_id)
+
+    def wake_waiting(self, now: datetime) -> int:
+        return self.execute(
+            f"UPDATE {TABLE} SET run_at = %s WHERE state = 'waiting'", [self.dt(now)]
+        )
+
+    def count_due(self, *, engine: str | None, now: datetime) -> int:
+        engine_sql, params = ("", []) if engine is None else (" AND engine = %s", [engine])
+        return self.fetchall(
+            f"SELECT COUNT(*) FROM {TABLE} WHERE state IN ('queued', 'waiting') "
+            f"AND run_at <= %s{engine_sql}",
+            [self.dt(now), *params],
+        )[0][0]

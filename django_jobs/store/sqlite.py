@@ -1,0 +1,90 @@
+"""SQLite: the embedded single-writer store.
+
+SQLite runs one writer at a time, so a claim is a single ``UPDATE ... WHERE id IN (SELECT ...
+LIMIT n) RETURNING``: the statement takes the write lock before it reads, and no other worker
+can pick the same row between the read and the write.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..models import Job
+from .base import COLUMNS, TABLE, NewJob, Store
+
+# SQLite allows 32,766 bound variables per statement; 13 per row.
+_INSERT_CHUNK = 1000
+RETURNING = ", ".join(COLUMNS)
+
+
+class SQLiteStore(Store):
+    vendor = "sqlite"
+
+    def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
+        if not values:
+            return "IN (NULL)", []
+        return f"IN ({', '.join(['%s'] * len(values))})", list(values)
+
+    def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
+        jobs: list[Job] = []
+        for start in range(0, len(rows), _INSERT_CHUNK):
+            chunk = rows[start : start + _INSERT_CHUNK]
+            values = ", ".join(
+                ["(%s, %s, %s, 'queued', %s, %s, %s, %s, 0, %s, '[]', %s, %s, %s, 0, %s, %s, 0)"]
+                * len(chunk)
+            )
+            params: list[Any] = []
+            for r in chunk:
+                params += [
+                    r.kind,
+                    r.queue,
+                    r.engine,
+                    self.js(r.payload),
+                    r.owner_id,
+                    r.tenant,
+                    r.priority,
+                    r.max_attempts,
+                    r.idempotency_key,
+                    r.version,
+                    self.js(r.captured),
+                    self.dt(r.run_at),
+                    self.dt(r.created_at),
+                ]
+            jobs += self.raw_jobs(
+                f"INSERT INTO {TABLE} (kind, queue, engine, state, payload, owner_id, tenant, "
+                "priority, attempts, max_attempts, log, idempotency_key, version, captured, "
+                "cancel_requested, run_at, created_at, timestamps_derived) "
+                f"VALUES {values} ON CONFLICT DO NOTHING RETURNING {RETURNING}",
+                params,
+            )
+        return jobs
+
+    def claim(
+        self,
+        *,
+        engine: str | None,
+        worker_id: str,
+        limit: int,
+        now: datetime,
+        leased_until: datetime,
+        queues: list[str] | None = None,
+    ) -> list[Job]:
+        filters, params = ["state IN ('queued', 'waiting')", "run_at <= %s"], [self.dt(now)]
+        if engine is not None:
+            filters.append("engine = %s")
+            params.append(engine)
+        if queues:
+            queue_sql, queue_params = self.in_list(list(queues))
+            filters.append(f"queue {queue_sql}")
+            params += queue_params
+        jobs = self.raw_jobs(
+            f"UPDATE {TABLE} SET state = 'running', "
+            "attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END, "
+            "worker_id = %s, leased_until = %s, started_at = %s "
+            f"WHERE id IN (SELECT id FROM {TABLE} WHERE {' AND '.join(filters)} "
+            f"ORDER BY priority, run_at, id LIMIT %s) RETURNING {RETURNING}",
+            [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
+        )
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs

@@ -1,0 +1,115 @@
+"""Jobs of the demo and of the test suite."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rest_framework import serializers
+
+from django_jobs import Retry, job
+
+from .models import Execution
+
+
+class RenderInput(serializers.Serializer):
+    video = serializers.CharField(max_length=100)
+    frames = serializers.IntegerField(min_value=1, max_value=1000, default=20)
+
+
+@job(
+    "demo.render",
+    idempotency_key="payload",
+    label="Render a video",
+    group="Demo",
+    member_safe=True,
+    input=RenderInput,
+    retry=Retry(attempts=3, delay="2s"),
+)
+def render(ctx):
+    frames = ctx.payload["frames"]
+    ctx.log(f"rendering {ctx.payload['video']} ({frames} frames)")
+    for frame in range(1, frames + 1):
+        ctx.check_cancelled()
+        time.sleep(float(os.environ.get("DEMO_FRAME_SECONDS", "0.15")))
+        ctx.progress("encoding", round(100 * frame / frames))
+    ctx.log("done")
+    return {"url": f"/media/{ctx.payload['video']}.mp4", "frames": frames}
+
+
+@job("demo.hello", idempotency_key="payload", label="Say hello", group="Demo", member_safe=True)
+def hello(ctx):
+    ctx.log(f"hello {ctx.payload or 'world'}")
+    ctx.progress("done", 100)
+    return {"greeting": f"hello {ctx.payload or 'world'}"}
+
+
+# --- kinds used by the test suite -----------------------------------------------------------
+
+
+def _record(ctx, label: str) -> None:
+    Execution.objects.create(job_id=ctx.job.pk, label=label, pid=os.getpid(), attempt=ctx.attempt)
+
+
+@job("test.noop", idempotency_key="payload")
+def noop(ctx):
+    return None
+
+
+@job("test.record", idempotency_key="payload")
+def record(ctx):
+    _record(ctx, "record")
+    return {"n": ctx.payload.get("n") if isinstance(ctx.payload, dict) else None}
+
+
+@job("test.fail", idempotency_key="payload",
+     retry=Retry(attempts=3, backoff="exponential", delay="10s", jitter=False))
+def always_fail(ctx):
+    _record(ctx, "fail")
+    raise RuntimeError("boom " + "x" * int((ctx.payload or {}).get("pad", 0)))
+
+
+@job("test.requeue", idempotency_key="payload")
+def keeps_requeueing(ctx):
+    _record(ctx, "requeue")
+    return ctx.requeue("waiting for the warehouse", after="1h")
+
+
+@job("test.bad_result", idempotency_key="payload", retry=Retry(attempts=1))
+def bad_result(ctx):
+    return {"when": object()}
+
+
+@job("test.async", idempotency_key="payload")
+async def async_job(ctx):
+    await ctx.alog("async says hi")
+    await ctx.aprogress("half", 50)
+    return {"async": True, "payload": ctx.payload}
+
+
+class OrderInput(serializers.Serializer):
+    order = serializers.IntegerField(min_value=1)
+
+
+@job("test.validated", idempotency_key=lambda p: f"order:{p['order']}", input=OrderInput,
+     member_safe=True)
+def validated(ctx):
+    return {"order": ctx.payload["order"]}
+
+
+@job("test.slow", idempotency_key="payload", retry=Retry(attempts=5, delay="1s", jitter=False))
+def slow(ctx):
+    """Runs until the file named in the payload exists (or ``seconds`` pass), then succeeds."""
+    _record(ctx, "slow-start")
+    marker = Path(ctx.payload["until"]) if ctx.payload.get("until") else None
+    deadline = time.monotonic() + float(ctx.payload.get("seconds", 30))
+    while time.monotonic() < deadline and not (marker and marker.exists()):
+        time.sleep(0.02)
+    _record(ctx, "slow-end")
+    return {"slow": True}
+
+
+@job("test.fleet", idempotency_key="payload", engine="fleet")
+def fleet(ctx):
+    _record(ctx, "fleet")

@@ -1,0 +1,36 @@
+"""The demo's page: the signed-in user's jobs, updating live."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_POST
+
+from django_jobs.models import Job
+from django_jobs.serialize import job_json
+
+from .jobs import render as render_job
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "testproject/home.html")
+
+
+@login_required
+def jobs_json(request: HttpRequest) -> JsonResponse:
+    jobs = Job.objects.filter(owner=request.user).order_by("-id")[:20]
+    return JsonResponse({"results": [job_json(j, payload=False) for j in jobs]})
+
+
+@login_required
+@require_POST
+def submit(request: HttpRequest) -> JsonResponse:
+    body = json.loads(request.body or b"{}")
+    video = str(body.get("video") or f"clip-{uuid.uuid4().hex[:6]}")
+    job = render_job.as_user(request.user, {"video": video, "frames": 20})
+    return JsonResponse(job_json(job, deduped=job.deduped), status=201)
