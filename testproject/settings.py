@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "django_eventstream",
     "channels",
     "django_jobs",
@@ -99,6 +100,7 @@ LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/"
 
 REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
@@ -118,3 +120,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_jobs": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+# --- Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2) ---
+# (owned by the tasks backend; see docs/tasks.md)
