@@ -87,8 +87,9 @@ class Job(models.Model):
         return f"{self.kind}#{self.pk} ({self.state})"
 
     @classmethod
-    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Job:
-        instance = super().from_db(db, field_names, values)
+    def from_db(cls, db: str | None, field_names: Any, values: Any, **kwargs: Any) -> Job:
+        # **kwargs: Django 6.1 passes fetch_mode=, Django 5.2 passes nothing more.
+        instance = super().from_db(db, field_names, values, **kwargs)
         instance.normalize_timestamps()
         return instance
 

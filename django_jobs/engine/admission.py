@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ def admit(
         if any(not deduped for _, deduped in results):
             store.notify({handle.engine})
     jobs = []
+    returned: set[int] = set()
     for job, deduped in results:
         if deduped and on_conflict == "error":
             raise JobDuplicate(
@@ -67,6 +69,9 @@ def admit(
                 'use on_conflict="return" to get it back.',
                 job=job,
             )
+        if id(job) in returned:
+            job = copy.copy(job)  # a duplicate inside the batch gets its own deduped flag
+        returned.add(id(job))
         job.deduped = deduped
         if not deduped:
             publish_after_commit("job.created", job, alias=alias)

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from django_jobs import IdempotencyRequired, JobDuplicate, UnknownKind, job
+from django_jobs.registry import lookup, unregister
+
+
+def test_idempotency_key_is_required_at_decoration():
+    with pytest.raises(IdempotencyRequired) as info:
+        job("unit.nokey")
+    assert info.value.code == "IDEMPOTENCY_REQUIRED"
+    assert '"payload"' in str(info.value)
+
+
+def test_two_functions_under_one_kind_is_a_duplicate():
+    @job("unit.dup", idempotency_key="payload")
+    def first(ctx):
+        return 1
+
+    try:
+        with pytest.raises(JobDuplicate) as info:
+
+            @job("unit.dup", idempotency_key="payload")
+            def second(ctx):
+                return 2
+
+        assert info.value.code == "JOB_DUPLICATE"
+        assert lookup("unit.dup").func is first.func
+    finally:
+        unregister("unit.dup")
+
+
+def test_one_kind_on_two_engines_is_a_duplicate():
+    def runner(ctx):
+        return None
+
+    job("unit.engines", idempotency_key="payload")(runner)
+    try:
+        with pytest.raises(JobDuplicate, match="engine"):
+            job("unit.engines", idempotency_key="payload", engine="fleet")(runner)
+    finally:
+        unregister("unit.engines")
+
+
+def test_reimporting_the_same_function_is_not_a_duplicate():
+    def runner(ctx):
+        return None
+
+    job("unit.same", idempotency_key="payload")(runner)
+    try:
+        job("unit.same", idempotency_key="payload")(runner)
+    finally:
+        unregister("unit.same")
+
+
+def test_unknown_kind_says_where_to_define_it():
+    with pytest.raises(UnknownKind) as info:
+        lookup("nope.missing")
+    assert info.value.code == "UNKNOWN_KIND"
+    assert "jobs.py" in str(info.value)
+
+
+def test_describe_is_a_json_manifest():
+    from testproject.jobs import validated
+
+    row = validated.describe()
+    assert row["kind"] == "test.validated"
+    assert row["member_safe"] is True
+    assert row["retry"]["schedule_ms"] == [1000, 2000]
+    assert row["input"]["properties"]["order"] == {"type": "integer", "minimum": 1}
+    assert row["input"]["required"] == ["order"]
+    assert row["concurrency"] == 4
