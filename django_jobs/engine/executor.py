@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
@@ -48,8 +48,12 @@ def cap_error(text: str) -> str:
 
 
 def describe_exception(exc: BaseException) -> str:
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return f"{type(exc).__name__}: {exc}\n\n{trace}"
+    """The exception's class and message (shortened), then the frames of its traceback."""
+    message = str(exc)
+    if len(message) > 500:
+        message = message[:500] + "…"
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    return f"{type(exc).__name__}: {message}\n\nTraceback (most recent call last):\n{frames}"
 
 
 class Executor:
@@ -181,8 +185,9 @@ class Executor:
             run_at = None
         if job.attempts < job.max_attempts:
             outcome = self._base(job, started, "queued", live)
-            delay_run_at = handle.retry.decide(job.attempts, now).run_at
-            outcome.run_at = run_at or delay_run_at or now
+            # An operator retry grants a fresh set of attempts: count within the current set.
+            nth = max(1, job.attempts - (job.max_attempts - handle.retry.attempts))
+            outcome.run_at = run_at or now + timedelta(milliseconds=handle.retry.delay_ms(nth))
             outcome.error = cap_error(text)
             return outcome
         spent = MaxAttempts(
