@@ -14,10 +14,8 @@ def enqueue(kind: str, payload: Any = None, **options: Any) -> Job:
 
 
 def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) -> list[Job]:
-    """Admit one job for every ``@job(on=name)`` handler, inside the caller's transaction."""
-    from .registry import handles_on
+    """Admit one job per ``@job(on=name)`` handler and wake matching waits, in the caller's
+    transaction. Returns the admitted jobs."""
+    from .engine.eventbus import emit as emit_event
 
-    jobs = []
-    for handle in handles_on(name):
-        jobs.append(handle.enqueue(data, owner=owner, tenant=tenant))
-    return jobs
+    return emit_event(name, data, owner=owner, tenant=tenant)

@@ -128,7 +128,7 @@ class NotCancellable(JobsError):
 # --- control flow ---------------------------------------------------------------------------
 
 
-class ControlFlow(Exception):  # noqa: N818 - these are signals, not errors
+class ControlFlow(Exception):
     """Raised by a runner or a step to steer the job; not an error of the engine."""
 
     def __init__(self, reason: str) -> None:

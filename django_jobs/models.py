@@ -40,6 +40,9 @@ class Job(models.Model):
     version = models.CharField(max_length=100, blank=True, default="")
     captured = models.JSONField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Set by emit() for a running job whose pending wait it matches: if that job parks itself
+    # in "waiting" right after, it is re-asked at once instead of sleeping through the event.
+    wake_requested = models.BooleanField(default=False)
     worker_id = models.CharField(max_length=200, null=True, blank=True)
     leased_until = models.DateTimeField(null=True, blank=True)
     run_at = models.DateTimeField(null=True, blank=True)
@@ -104,7 +107,8 @@ class Job(models.Model):
         latest: datetime | None = max(known) if known else None
         if self.created_at is None and earliest is not None:
             self.created_at, derived = earliest, True
-        if self.run_at is None and self.created_at is not None:
+        # A waiting job without run_at is legitimately "until woken": leave it.
+        if self.run_at is None and self.created_at is not None and self.state != "waiting":
             self.run_at, derived = self.created_at, True
         ran = self.state in ("running", "succeeded") or (
             self.state in ("failed", "blocked", "unknown") and self.attempts > 0
@@ -174,3 +178,26 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cron} {self.tz})"
+
+
+class Event(models.Model):
+    """An emitted event: admits ``@job(on=name)`` handlers and resolves ``wait_for_event``."""
+
+    name = models.CharField(max_length=200)
+    data = models.JSONField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    tenant = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["name", "id"], name="django_jobs_event_name_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name}#{self.pk}"

@@ -119,7 +119,7 @@ class JobContext:
     # -- flow ---------------------------------------------------------------------------------
 
     def requeue(self, reason: str, after: Duration = "30s") -> Requeue:
-        """``return ctx.requeue(...)``: wait without a slot or an attempt, re-ask after ``after``."""
+        """``return ctx.requeue(...)``: wait, holding no slot or attempt; re-ask after ``after``."""
         return Requeue(str(reason), clock.now() + parse_duration(after, name="after"))
 
     @property

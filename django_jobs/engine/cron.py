@@ -328,7 +328,7 @@ def next_runs(cron: str, tz: str, after: datetime, n: int = 5) -> list[datetime]
 
     ``after`` must be aware. The result holds aware UTC datetimes, strictly increasing; it is
     shorter than ``n`` only when the schedule stops firing (datetime's year 9999).
-    Raises ``InvalidSchedule`` for a bad cron or zone.
+    Raises ``InvalidSchedule`` for a bad cron or zone, ``ValueError`` for a naive ``after``.
     """
     expr = validate_cron(cron)
     zone = validate_tz(tz)
@@ -352,7 +352,7 @@ def occurrences_between(
 
     ``after`` and ``until`` must be aware. The result holds aware UTC datetimes, strictly
     increasing, at most ``limit`` of them (the earliest ones when the range holds more).
-    Raises ``InvalidSchedule`` for a bad cron or zone.
+    Raises ``InvalidSchedule`` for a bad cron or zone, ``ValueError`` for a naive datetime.
     """
     expr = validate_cron(cron)
     zone = validate_tz(tz)
@@ -396,7 +396,9 @@ def due_occurrences(
     grows that large with a very long ``grace``). However long the gap since ``since``, the
     work is bounded by those caps, not by the number of occurrences in the gap.
 
-    Raises ``InvalidSchedule`` for a bad cron, zone or ``catch_up``.
+    ``since`` and ``now`` must be aware datetimes (``ValueError`` otherwise). ``grace`` is a
+    ``timedelta`` (or anything ``parse_duration`` reads, like ``"5m"``); a negative one raises
+    ``InvalidDuration``. Raises ``InvalidSchedule`` for a bad cron, zone or ``catch_up``.
     """
     if catch_up not in CATCH_UP_CHOICES:
         raise InvalidSchedule(

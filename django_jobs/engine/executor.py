@@ -96,7 +96,7 @@ class Executor:
                     f"Job #{job.pk} ran past its timeout of {handle.timeout}; make it faster, "
                     "raise timeout= on @job, or check ctx.cancelled in long loops."
                 )
-        except BaseException as exc:  # noqa: BLE001 - every failure becomes an outcome
+        except BaseException as exc:  # every failure becomes an outcome
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             return self._from_exception(job, handle, started, exc, live)

@@ -20,9 +20,10 @@ from django.utils.dateparse import parse_datetime
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
-from ..exceptions import InvalidResult, StepDuplicate, StepNested, Uncertain
+from ..exceptions import InvalidResult, JobTimeout, StepDuplicate, StepNested, Uncertain
 from ..models import JobStep
 from ..types import StepState
+from .eventbus import first_matching_event
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 RECOVER = ("retry", "stop")
 
 
-class Suspend(Exception):  # noqa: N818 - internal control flow
+class Suspend(Exception):
     """Park the job in ``waiting`` until ``run_at`` (None: until woken)."""
 
     def __init__(self, reason: str, run_at: datetime | None) -> None:
@@ -105,8 +106,13 @@ class Steps:
 
     @staticmethod
     def _call(fn: Callable[..., Any], info: StepInfo) -> Any:
+        # ``fn(info)`` when it has a required positional parameter; ``fn()`` otherwise (so a
+        # closure binding loop variables through defaults still works).
         try:
-            takes_arg = len(inspect.signature(fn).parameters) >= 1
+            takes_arg = any(
+                p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+                for p in inspect.signature(fn).parameters.values()
+            )
         except (TypeError, ValueError):
             takes_arg = False
         return fn(info) if takes_arg else fn()
@@ -198,6 +204,72 @@ class Steps:
             self._finish(row, None)
             return
         raise Suspend(f"sleeping in step {name!r} until {wake_at.isoformat()}", wake_at)
+
+    def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: Any = None,
+        timeout: Duration | None = None,
+    ) -> Any:
+        """Suspend until ``emit(event, data)`` with ``data`` containing ``match``; return data.
+
+        Events emitted since the job was admitted count, even before the wait began. Past
+        ``timeout`` the step fails with ``JobTimeout`` (the job's retry policy applies).
+        """
+        row = self._enter(name)
+        if row is not None and row.state == StepState.COMPLETED:
+            value = row.value or {}
+            return value.get("data") if isinstance(value, dict) and "event_id" in value else value
+        now = clock.now()
+        if row is None or row.state != StepState.RUNNING:
+            deadline = (
+                now + parse_duration(timeout, name=f"wait_for_event({name!r}) timeout")
+                if timeout is not None
+                else None
+            )
+            row = self._begin(name, row)
+            row.value = {
+                "event": event,
+                "match": match,
+                "deadline": deadline.isoformat() if deadline else None,
+            }
+            row.save(using=self.alias, update_fields=["value"])
+        spec = row.value or {}
+        found = first_matching_event(
+            event, match, since=self.ctx.job.created_at or now,
+            after_id=self._consumed_event_id(), alias=self.alias,
+        )
+        if found is not None:
+            self._finish(row, {"event": event, "event_id": found.pk, "data": found.data})
+            return found.data
+        deadline = parse_datetime(spec.get("deadline") or "")
+        if deadline is not None and now >= deadline:
+            error = JobTimeout(
+                f"No {event!r} event matching {match!r} arrived within the timeout of step "
+                f"{name!r}. Emit it, or raise the timeout."
+            )
+            self._fail(row, error)
+            raise error
+        what = f"event {event!r}" + (f" matching {json.dumps(match)}" if match is not None else "")
+        raise Suspend(f"waiting in step {name!r} for {what}", deadline)
+
+    def _consumed_event_id(self) -> int:
+        """Events already taken by this job's earlier waits do not count twice."""
+        ids = [
+            row.value["event_id"]
+            for row in self._stored().values()
+            if row.state == StepState.COMPLETED
+            and isinstance(row.value, dict)
+            and "event_id" in row.value
+        ]
+        return max(ids, default=0)
+
+    async def await_for_event(
+        self, name: str, event: str, *, match: Any = None, timeout: Duration | None = None
+    ) -> Any:
+        return await sync_to_async(self.wait_for_event)(name, event, match=match, timeout=timeout)
 
     async def arun(self, name: str, fn: Callable[..., Any], *, recover: str = "retry") -> Any:
         if inspect.iscoroutinefunction(fn):

@@ -5,53 +5,108 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
+from django.db.backends.postgresql.psycopg_any import register_tzloader
+from psycopg.pq import Format
+
 from ..models import Job
 from .base import COLUMNS, TABLE, NewJob, Outcome, Store
 
 CHANNEL = "django_jobs"
 RETURNING = ", ".join(f"j.{c}" for c in COLUMNS)
 
+# The columns an insert takes from the caller, with their types, in _source_values order.
+_SOURCE = [
+    ("kind", "varchar"),
+    ("queue", "varchar"),
+    ("engine", "varchar"),
+    ("payload", "text"),
+    ("owner_id", "bigint"),
+    ("tenant", "varchar"),
+    ("priority", "smallint"),
+    ("max_attempts", "int"),
+    ("key", "varchar"),
+    ("version", "varchar"),
+    ("captured", "text"),
+    ("run_at", "timestamptz"),
+]
+
+
+def _source_values(r: NewJob) -> tuple[Any, ...]:
+    return (
+        r.kind,
+        r.queue,
+        r.engine,
+        r.payload_text(),
+        r.owner_id,
+        r.tenant,
+        r.priority,
+        r.max_attempts,
+        r.idempotency_key,
+        r.version,
+        r.captured_text(),
+        r.run_at,
+    )
+
+
+def _insert_sql(source: str) -> str:
+    # Parameters: created_at, the source's, then the NOTIFY channel. The "woken" CTE runs
+    # once (a CTE with a volatile function is materialized) and is empty when nothing was
+    # inserted; the main query joins its single COUNT row only to make it run.
+    return (
+        f"WITH ins AS (INSERT INTO {TABLE} AS j (kind, queue, engine, state, payload, "
+        "owner_id, tenant, priority, attempts, max_attempts, log, idempotency_key, version, "
+        "captured, cancel_requested, wake_requested, run_at, created_at, timestamps_derived) "
+        "SELECT u.kind, u.queue, u.engine, 'queued', u.payload::jsonb, u.owner_id, "
+        "u.tenant, u.priority, 0, u.max_attempts, '[]'::jsonb, u.key, u.version, "
+        "u.captured::jsonb, false, false, u.run_at, %s, false "
+        f"FROM {source} AS u({', '.join(name for name, _ in _SOURCE)}) "
+        f"ON CONFLICT DO NOTHING RETURNING {RETURNING}), "
+        "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e) "
+        "SELECT ins.* FROM ins, (SELECT COUNT(*) FROM woken) AS w"
+    )
+
+
+INSERT_ONE = _insert_sql("(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "))")
+INSERT_MANY = _insert_sql("unnest(" + ", ".join(f"%s::{t}[]" for _, t in _SOURCE) + ")")
+
 
 class PostgresStore(Store):
     vendor = "postgresql"
+    insert_is_one_statement = True
 
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
         return "= ANY(%s)", [list(values)]
 
+    def prepared_cursor(self) -> Any:
+        # Server-side binding: the parameters travel apart from the SQL text, so each hot
+        # statement has one text and PostgreSQL can prepare it (psycopg prepares a statement
+        # after OPTIONS "prepare_threshold" runs; Django's default, None, never does). Django's
+        # own cursors bind on the client, which also costs a literal per array element.
+        db = self.connection
+        db.close_if_health_check_failed()
+        db.ensure_connection()
+        with db.wrap_database_errors:
+            cursor = ServerBindingCursor(db.connection)
+            tz_loader = db.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+            if db.timezone != tz_loader.timezone:
+                register_tzloader(db.timezone, cursor)
+        db.validate_thread_sharing()
+        return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
+
     def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
-        # One statement per batch whatever its size: the rows travel as parallel arrays and
-        # unnest() turns them back into rows. ON CONFLICT DO NOTHING skips rows whose key a
-        # live job holds (the partial unique index); the caller reads those back.
-        created_at = rows[0].created_at
-        return self.raw_jobs(
-            f"INSERT INTO {TABLE} AS j (kind, queue, engine, state, payload, owner_id, tenant, "
-            "priority, attempts, max_attempts, log, idempotency_key, version, captured, "
-            "cancel_requested, run_at, created_at, timestamps_derived) "
-            "SELECT u.kind, u.queue, u.engine, 'queued', u.payload::jsonb, u.owner_id, "
-            "u.tenant, u.priority, 0, u.max_attempts, '[]'::jsonb, u.key, u.version, "
-            "u.captured::jsonb, false, u.run_at, %s, false "
-            "FROM unnest(%s::varchar[], %s::varchar[], %s::varchar[], %s::text[], %s::bigint[], "
-            "%s::varchar[], %s::smallint[], %s::int[], %s::varchar[], %s::varchar[], "
-            "%s::text[], %s::timestamptz[]) "
-            "AS u(kind, queue, engine, payload, owner_id, tenant, priority, max_attempts, key, "
-            "version, captured, run_at) "
-            f"ON CONFLICT DO NOTHING RETURNING {RETURNING}",
-            [
-                created_at,
-                [r.kind for r in rows],
-                [r.queue for r in rows],
-                [r.engine for r in rows],
-                [self.js(r.payload) for r in rows],
-                [r.owner_id for r in rows],
-                [r.tenant for r in rows],
-                [r.priority for r in rows],
-                [r.max_attempts for r in rows],
-                [r.idempotency_key for r in rows],
-                [r.version for r in rows],
-                [self.js(r.captured) for r in rows],
-                [r.run_at for r in rows],
-            ],
-        )
+        # One statement whatever the batch size, and it also wakes the engines' idle workers:
+        # pg_notify is sent once per engine that got a row and delivered on commit only, so a
+        # rolled-back enqueue wakes nobody. A batch travels as one array per column (unnest),
+        # a single row as plain parameters; both statements keep one text and get prepared.
+        # ON CONFLICT DO NOTHING skips rows whose key a live job holds (the partial unique
+        # index); the caller reads those back.
+        if len(rows) == 1:
+            sql, source = INSERT_ONE, _source_values(rows[0])
+        else:
+            sql = INSERT_MANY
+            source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
+        return self.jobs_from(sql, [rows[0].created_at, *source, CHANNEL])
 
     def notify(self, engines: set[str]) -> None:
         # Sent inside the enqueuing transaction: PostgreSQL delivers it only on commit, so a
@@ -80,13 +135,13 @@ class PostgresStore(Store):
         if queues:
             filters.append("queue = ANY(%s)")
             params.append(list(queues))
-        jobs = self.raw_jobs(
+        jobs = self.jobs_from(
             "WITH picked AS ("
             f"  SELECT id FROM {TABLE} WHERE {' AND '.join(filters)}"
             "  ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
             f") UPDATE {TABLE} AS j SET state = 'running', "
             "attempts = j.attempts + CASE WHEN j.state = 'queued' THEN 1 ELSE 0 END, "
-            "worker_id = %s, leased_until = %s, started_at = %s "
+            "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
             f"FROM picked WHERE j.id = picked.id RETURNING {RETURNING}",
             [*params, limit, worker_id, leased_until, now],
         )
@@ -95,22 +150,23 @@ class PostgresStore(Store):
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[int]:
         # The hot path: every success of a batch in one statement.
-        rows = self.fetchall(
-            f"UPDATE {TABLE} AS j SET state = 'succeeded', result = u.result::jsonb, "
-            "error = NULL, started_at = u.started_at, ended_at = u.ended_at, "
-            "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
-            "log = COALESCE(u.log::jsonb, j.log), worker_id = NULL, leased_until = NULL "
-            "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
-            "%s::text[], %s::text[]) AS u(id, result, started_at, ended_at, progress, log) "
-            "WHERE j.id = u.id AND j.worker_id = %s AND j.state = 'running' RETURNING j.id",
-            [
-                [o.job_id for o in outcomes],
-                [self.js(o.result) for o in outcomes],
-                [o.started_at for o in outcomes],
-                [o.ended_at for o in outcomes],
-                [self.js(o.progress) for o in outcomes],
-                [self.js(o.log) for o in outcomes],
-                outcomes[0].worker_id,
-            ],
-        )
-        return [row[0] for row in rows]
+        with self.prepared_cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {TABLE} AS j SET state = 'succeeded', result = u.result::jsonb, "
+                "error = NULL, started_at = u.started_at, ended_at = u.ended_at, "
+                "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
+                "log = COALESCE(u.log::jsonb, j.log), worker_id = NULL, leased_until = NULL "
+                "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
+                "%s::text[], %s::text[]) AS u(id, result, started_at, ended_at, progress, log) "
+                "WHERE j.id = u.id AND j.worker_id = %s AND j.state = 'running' RETURNING j.id",
+                [
+                    [o.job_id for o in outcomes],
+                    [self.js(o.result) for o in outcomes],
+                    [o.started_at for o in outcomes],
+                    [o.ended_at for o in outcomes],
+                    [self.js(o.progress) for o in outcomes],
+                    [self.js(o.log) for o in outcomes],
+                    outcomes[0].worker_id,
+                ],
+            )
+            return [row[0] for row in cursor.fetchall()]

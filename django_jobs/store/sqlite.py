@@ -31,7 +31,7 @@ class SQLiteStore(Store):
         for start in range(0, len(rows), _INSERT_CHUNK):
             chunk = rows[start : start + _INSERT_CHUNK]
             values = ", ".join(
-                ["(%s, %s, %s, 'queued', %s, %s, %s, %s, 0, %s, '[]', %s, %s, %s, 0, %s, %s, 0)"]
+                ["(%s, %s, %s, 'queued', %s, %s, %s, %s, 0, %s, '[]', %s, %s, %s, 0, 0, %s, %s, 0)"]
                 * len(chunk)
             )
             params: list[Any] = []
@@ -54,7 +54,7 @@ class SQLiteStore(Store):
             jobs += self.raw_jobs(
                 f"INSERT INTO {TABLE} (kind, queue, engine, state, payload, owner_id, tenant, "
                 "priority, attempts, max_attempts, log, idempotency_key, version, captured, "
-                "cancel_requested, run_at, created_at, timestamps_derived) "
+                "cancel_requested, wake_requested, run_at, created_at, timestamps_derived) "
                 f"VALUES {values} ON CONFLICT DO NOTHING RETURNING {RETURNING}",
                 params,
             )
@@ -81,7 +81,7 @@ class SQLiteStore(Store):
         jobs = self.raw_jobs(
             f"UPDATE {TABLE} SET state = 'running', "
             "attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END, "
-            "worker_id = %s, leased_until = %s, started_at = %s "
+            "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
             f"WHERE id IN (SELECT id FROM {TABLE} WHERE {' AND '.join(filters)} "
             f"ORDER BY priority, run_at, id LIMIT %s) RETURNING {RETURNING}",
             [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
