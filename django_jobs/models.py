@@ -169,6 +169,8 @@ class Schedule(models.Model):
         related_name="+",
     )
     synced_at = models.DateTimeField(null=True, blank=True)
+    # Occurrences up to this instant have been handled (fired or deliberately skipped).
+    checked_until = models.DateTimeField(null=True, blank=True)
     last_fired_at = models.DateTimeField(null=True, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

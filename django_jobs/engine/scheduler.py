@@ -1,0 +1,120 @@
+"""The scheduler: sync declared schedules, then fire due occurrences, one leader at a time.
+
+On PostgreSQL the leader is whoever holds a transaction-level advisory lock for the tick;
+other schedulers skip their tick. On SQLite the tick's write transaction is exclusive. Each
+occurrence is enqueued with the key ``schedule:<name>:<occurrence in UTC, isoformat()>`` and
+the schedule's ``checked_until`` watermark moves in the same transaction, so no occurrence
+fires twice, whoever ticks.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from ..conf import jobs_settings
+from ..exceptions import JobsError
+from ..models import Schedule
+from ..registry import get
+from ..store import get_store
+from .cron import due_occurrences, next_runs
+from .schedules import declared
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+logger = logging.getLogger("django_jobs.scheduler")
+
+
+def sync_declared(now: datetime) -> None:
+    """Upsert declared schedules; disable (never delete) declared rows no longer in code."""
+    alias = jobs_settings.DATABASE
+    handles = {h.name: h for h in declared()}
+    rows = {s.name: s for s in Schedule.objects.using(alias).filter(declared=True)}
+    for name, handle in handles.items():
+        row = rows.get(name)
+        fields = {"cron": handle.cron, "tz": handle.tz, "kind": handle.kind,
+                  "payload": handle.payload, "catch_up": handle.catch_up}
+        if row is None:
+            if Schedule.objects.using(alias).filter(name=name).exists():
+                logger.warning("Declared schedule %r clashes with a run-time schedule of the "
+                               "same name; rename one of them.", name)
+                continue
+            Schedule.objects.using(alias).create(
+                name=name, declared=True, enabled=True, synced_at=now, checked_until=now,
+                next_run_at=_next(handle.cron, handle.tz, now), **fields,
+            )
+        elif any(getattr(row, k) != v for k, v in fields.items()) or not row.enabled:
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.enabled = True
+            row.next_run_at = _next(row.cron, row.tz, now)
+            row.save(using=alias)
+    gone = [name for name in rows if name not in handles]
+    if gone:
+        Schedule.objects.using(alias).filter(declared=True, name__in=gone).update(enabled=False)
+
+
+def _next(cron: str, tz: str, after: datetime) -> datetime | None:
+    try:
+        runs = next_runs(cron, tz, after, 1)
+    except JobsError:
+        return None
+    return runs[0] if runs else None
+
+
+def tick(now: datetime, *, sync: bool = True) -> list[Job]:
+    """Fire every due occurrence once (if this process leads this tick); return the jobs."""
+    alias = jobs_settings.DATABASE
+    store = get_store(alias)
+    fired: list[Job] = []
+    with transaction.atomic(using=alias):
+        if not store.try_scheduler_lock():
+            return []
+        if sync:
+            sync_declared(now)
+        for row in Schedule.objects.using(alias).filter(enabled=True).order_by("name"):
+            fired += _fire(row, now, alias)
+    return fired
+
+
+def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
+    since = row.checked_until or row.synced_at or row.created_at or now
+    if since >= now:
+        return []
+    try:
+        due = due_occurrences(
+            row.cron, row.tz, since=since, now=now,
+            grace=jobs_settings.schedule_grace, catch_up=row.catch_up,
+        )
+    except JobsError as exc:
+        logger.error("Schedule %r is invalid and was skipped: %s", row.name, exc)
+        due = []
+    handle = get(row.kind)
+    jobs: list[Job] = []
+    if due and handle is None:
+        logger.error("Schedule %r fires kind %r, which is not registered; %s occurrence(s) "
+                     "skipped. Define the kind or disable the schedule.", row.name, row.kind,
+                     len(due))
+        due = []
+    for occurrence in due:
+        try:
+            with transaction.atomic(using=alias):
+                jobs.append(handle.enqueue(  # type: ignore[union-attr]
+                    row.payload,
+                    owner=row.owner_id,
+                    run_at=occurrence,
+                    idempotency_key=f"schedule:{row.name}:{occurrence.isoformat()}",
+                ))
+        except JobsError as exc:
+            logger.error("Schedule %r could not enqueue its %s occurrence: %s", row.name,
+                         occurrence.isoformat(), exc)
+    row.checked_until = now
+    if jobs:
+        row.last_fired_at = due[-1]
+    row.next_run_at = _next(row.cron, row.tz, now)
+    row.save(using=alias, update_fields=["checked_until", "last_fired_at", "next_run_at"])
+    return jobs
