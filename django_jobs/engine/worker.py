@@ -106,6 +106,8 @@ class Worker:
             self.concurrency, ",".join(self.queues or []) or "*",
         )
         self._rescue()
+        if self.scheduler:
+            self._tick_schedules()
         keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
         keeper.start()
         for n in range(self.concurrency):
@@ -245,6 +247,7 @@ class Worker:
         rescue_every = max(self.lease.total_seconds() / 2, 0.5)
         next_beat = next_flush = time.monotonic()
         next_rescue = time.monotonic() + rescue_every
+        next_tick = time.monotonic() + 1.0
         done = False
         try:
             while not done:
@@ -275,6 +278,9 @@ class Worker:
                 if now >= next_rescue:
                     self._rescue()
                     next_rescue = now + rescue_every
+                if self.scheduler and not self.burst and now >= next_tick:
+                    self._tick_schedules()
+                    next_tick = now + 1.0
         finally:
             connections.close_all()
 
@@ -322,6 +328,18 @@ class Worker:
                 entry = self.running.get(job_id)
                 if entry is not None and cancel:
                     entry[1].cancel_requested = True
+
+    def _tick_schedules(self) -> None:
+        from .scheduler import tick
+
+        try:
+            fired = self._retry_db(lambda: tick(clock.now())) or []
+        except Exception:  # a broken schedule must not stop the worker
+            logger.exception("Scheduler tick failed; retrying at the next tick.")
+            return
+        if fired:
+            logger.info("Scheduler fired %s occurrence(s).", len(fired))
+            self.wake.set()
 
     def _rescue(self) -> None:
         rescued = self._retry_db(

@@ -336,6 +336,12 @@ class Store:
             [self.js(progress), self.js(log), job_id, worker_id],
         )
 
+    # -- scheduling ---------------------------------------------------------------------------
+
+    def try_scheduler_lock(self) -> bool:
+        """Lead this scheduler tick? Called inside the tick's transaction."""
+        return True
+
     # -- operator actions ---------------------------------------------------------------------
 
     def locked(self, job_id: int) -> Job:

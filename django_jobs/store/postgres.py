@@ -13,6 +13,8 @@ from ..models import Job
 from .base import COLUMNS, TABLE, NewJob, Outcome, Store
 
 CHANNEL = "django_jobs"
+# A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
+SCHEDULER_LOCK = 3_562_724_331_871
 RETURNING = ", ".join(f"j.{c}" for c in COLUMNS)
 
 # The columns an insert takes from the caller, with their types, in _source_values order.
@@ -107,6 +109,10 @@ class PostgresStore(Store):
             sql = INSERT_MANY
             source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
         return self.jobs_from(sql, [rows[0].created_at, *source, CHANNEL])
+
+    def try_scheduler_lock(self) -> bool:
+        # Released when the tick's transaction ends; a second scheduler skips its tick.
+        return bool(self.fetchall("SELECT pg_try_advisory_xact_lock(%s)", [SCHEDULER_LOCK])[0][0])
 
     def notify(self, engines: set[str]) -> None:
         # Sent inside the enqueuing transaction: PostgreSQL delivers it only on commit, so a

@@ -126,9 +126,9 @@ class CatchUpTests(Declared, TestCase):
 
 class TwoSchedulersTests(Declared, TransactionTestCase):
     def test_two_schedulers_never_double_fire(self):
-        if connection.vendor == "sqlite" and connection.settings_dict["NAME"] in (
+        if (connection.vendor == "sqlite" and connection.settings_dict["NAME"] in (
             ":memory:", ""
-        ) or "mode=memory" in str(connection.settings_dict["NAME"]):
+        )) or "mode=memory" in str(connection.settings_dict["NAME"]):
             pytest.skip("two connections need a file or server database")
         self.declare("every-minute", cron="* * * * *", tz="UTC")
         start = datetime(2026, 4, 1, 12, 0, 5, tzinfo=UTC)
