@@ -18,3 +18,7 @@ class JobsConfig(AppConfig):
 
         setting_changed.connect(reload_jobs_settings, dispatch_uid="django_jobs_settings")
         autodiscover_modules("jobs")
+
+        from .tasks import register_task_backends
+
+        register_task_backends()  # the job kinds of TASKS backends that run on this engine

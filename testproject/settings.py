@@ -123,3 +123,12 @@ LOGGING = {
 
 # --- Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2) ---
 # (owned by the tasks backend; see docs/tasks.md)
+import django  # noqa: E402 - kept inside this block
+
+TASKS = {"default": {"BACKEND": "django_jobs.tasks.JobsBackend"}}
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.append("django_tasks")  # the backport's system checks and signal handlers
+
+# --- worker process tests: a poll interval from the environment (the NOTIFY wake-up test) ---
+if os.environ.get("JOBS_POLL_INTERVAL"):
+    JOBS["POLL_INTERVAL"] = os.environ["JOBS_POLL_INTERVAL"]
