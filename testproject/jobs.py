@@ -113,3 +113,82 @@ def slow(ctx):
 @job("test.fleet", idempotency_key="payload", engine="fleet")
 def fleet(ctx):
     _record(ctx, "fleet")
+
+
+# --- kinds used by the REST API tests (django_jobs.api) --------------------------------------
+
+
+class ReportInput(serializers.Serializer):
+    title = serializers.CharField(max_length=100)
+
+
+@job(
+    "api.report",
+    idempotency_key="payload",
+    label="Report",
+    group="Demo",
+    member_safe=True,
+    schedulable=True,
+    input=ReportInput,
+)
+def report(ctx):
+    ctx.log(f"report {ctx.payload['title']}")
+    return {"report": ctx.payload["title"]}
+
+
+@job("api.steps", idempotency_key="payload", retry=Retry(attempts=1))
+def with_steps(ctx):
+    ctx.log("fetching")
+    fetched = ctx.step.run("fetch", lambda: {"n": 1})
+    ctx.step.run("store", lambda: fetched["n"] + 1)
+    if ctx.payload.get("fail"):
+        raise RuntimeError("store refused")
+    return {"stored": True}
+
+
+# --- kinds used by the durable-steps process tests -------------------------------------------
+
+
+def _wait_for_file(path: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not Path(path).exists():
+        time.sleep(0.02)
+
+
+@job("steps.atomic_then_pause", idempotency_key="payload",
+     retry=Retry(attempts=3, delay=0, jitter=False))
+def atomic_then_pause(ctx):
+    """Writes a row in an atomic step, then blocks outside any step until a file appears."""
+
+    def write():
+        Execution.objects.create(job_id=ctx.job.pk, label="atomic-write", pid=os.getpid())
+        return "written"
+
+    ctx.step.atomic("write", write)
+    _record(ctx, "after-atomic")
+    _wait_for_file(ctx.payload["until"])
+    return ctx.step.run("finish", lambda: "finished")
+
+
+@job("steps.charge", idempotency_key="payload", retry=Retry(attempts=3, delay=0, jitter=False))
+def charge(ctx):
+    """An activity that blocks until a file appears; ``recover`` comes from the payload."""
+
+    def activity(info):
+        Execution.objects.create(
+            job_id=ctx.job.pk,
+            label=f"charge key={info.key} interrupted={info.interrupted} attempt={info.attempt}",
+            pid=os.getpid(),
+        )
+        _wait_for_file(ctx.payload["until"])
+        return {"charged": True}
+
+    return ctx.step.run("charge", activity, recover=ctx.payload["recover"])
+
+
+@job("steps.cool", idempotency_key="payload")
+def cool(ctx):
+    _record(ctx, "before-sleep")
+    ctx.step.sleep("cool", "3d")
+    _record(ctx, "after-sleep")
+    return "cooled"

@@ -65,8 +65,9 @@ class RetryScheduleTests(TestCase):
     def test_a_retry_due_now_runs_in_the_same_call(self):
         calls = []
 
-        @job("unit.flaky", idempotency_key="payload",
-             retry=Retry(attempts=3, delay=0, jitter=False))
+        @job(
+            "unit.flaky", idempotency_key="payload", retry=Retry(attempts=3, delay=0, jitter=False)
+        )
         def flaky(ctx):
             calls.append(ctx.attempt)
             if ctx.attempt < 3:
@@ -239,8 +240,7 @@ class RunnerKindsTests(TestCase):
     def test_timeout_fails_the_attempt_with_job_timeout(self):
         with time_machine.travel(T0, tick=False) as clock:
 
-            @job("unit.slowpoke", idempotency_key="payload", timeout="5s",
-                 retry=Retry(attempts=1))
+            @job("unit.slowpoke", idempotency_key="payload", timeout="5s", retry=Retry(attempts=1))
             def slowpoke(ctx):
                 clock.shift(timedelta(seconds=6))
                 assert ctx.cancelled  # cooperative code sees the deadline pass
@@ -268,9 +268,9 @@ class BlockedOnDriftTests(TestCase):
         rows = {j.pk: j for j in Job.objects.all()}
         assert rows[gone.pk].state == "blocked" and "not registered" in rows[gone.pk].error
         assert rows[drift.pk].state == "blocked" and "version" in rows[drift.pk].error
-        assert rows[invalid.pk].state == "blocked" and "no longer validates" in rows[
-            invalid.pk
-        ].error
+        assert (
+            rows[invalid.pk].state == "blocked" and "no longer validates" in rows[invalid.pk].error
+        )
 
 
 class TimestampTests(TestCase):

@@ -20,8 +20,9 @@ from testproject.jobs import noop
 
 def occurrence_keys(name: str) -> list[str]:
     return sorted(
-        Job.objects.filter(idempotency_key__startswith=f"schedule:{name}:")
-        .values_list("idempotency_key", flat=True)
+        Job.objects.filter(idempotency_key__startswith=f"schedule:{name}:").values_list(
+            "idempotency_key", flat=True
+        )
     )
 
 
@@ -37,8 +38,10 @@ class Declared:
 class WallClockTests(Declared, TestCase):
     def run_days(self, name, start, days):
         """Tick every 10 minutes of ``days`` days from ``start``; return the fired instants."""
-        with override_settings(JOBS={"SCHEDULE_GRACE": "15m"}), \
-                time_machine.travel(start, tick=False) as clock:
+        with (
+            override_settings(JOBS={"SCHEDULE_GRACE": "15m"}),
+            time_machine.travel(start, tick=False) as clock,
+        ):
             fire_schedules()  # first sync: nothing before it fires
             for _ in range(days * 24 * 6):
                 clock.shift(timedelta(minutes=10))
@@ -126,9 +129,9 @@ class CatchUpTests(Declared, TestCase):
 
 class TwoSchedulersTests(Declared, TransactionTestCase):
     def test_two_schedulers_never_double_fire(self):
-        if (connection.vendor == "sqlite" and connection.settings_dict["NAME"] in (
-            ":memory:", ""
-        )) or "mode=memory" in str(connection.settings_dict["NAME"]):
+        if (
+            connection.vendor == "sqlite" and connection.settings_dict["NAME"] in (":memory:", "")
+        ) or "mode=memory" in str(connection.settings_dict["NAME"]):
             pytest.skip("two connections need a file or server database")
         self.declare("every-minute", cron="* * * * *", tz="UTC")
         start = datetime(2026, 4, 1, 12, 0, 5, tzinfo=UTC)

@@ -292,8 +292,11 @@ class CrashReplayProperty(StepKinds):
         )
         plans = st.lists(outcomes, min_size=1, max_size=5)
 
-        @settings(max_examples=25, deadline=None,
-                  suppress_health_check=[HealthCheck.function_scoped_fixture])
+        @settings(
+            max_examples=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture],
+        )
         @given(plans=plans)
         def check(plans):
             JobStep.objects.all().delete()
@@ -304,6 +307,7 @@ class CrashReplayProperty(StepKinds):
             def runner(ctx):
                 values = []
                 for index, plan in enumerate(plans):
+
                     def activity(index=index, plan=plan):
                         calls[index] += 1
                         assert index not in completed_at_call, "a completed step ran again"
@@ -320,16 +324,22 @@ class CrashReplayProperty(StepKinds):
 
             kind = "unit.property"
             unregister(kind)
-            handle = job(kind, idempotency_key="payload",
-                         retry=Retry(attempts=100, delay=0, jitter=False))(runner)
+            handle = job(
+                kind, idempotency_key="payload", retry=Retry(attempts=100, delay=0, jitter=False)
+            )(runner)
             store = get_store()
             executor = Executor("prop")
             with time_machine.travel(T0, tick=False) as clock:
                 job_ = handle.enqueue({})
                 for _ in range(60):
                     now = jclock.now()
-                    claimed = store.claim(engine=None, worker_id="prop", limit=1, now=now,
-                                          leased_until=now + timedelta(seconds=30))
+                    claimed = store.claim(
+                        engine=None,
+                        worker_id="prop",
+                        limit=1,
+                        now=now,
+                        leased_until=now + timedelta(seconds=30),
+                    )
                     if not claimed:
                         clock.shift(timedelta(minutes=1))
                         store.rescue(engine=None, now=jclock.now(), error="lease ran out")

@@ -12,8 +12,17 @@ from django_jobs.durations import parse_duration
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("30s", 30), ("5m", 300), ("3d", 259200), ("2h", 7200), ("250ms", 0.25), ("1w", 604800),
-     (12, 12), (1.5, 1.5), (timedelta(minutes=2), 120)],
+    [
+        ("30s", 30),
+        ("5m", 300),
+        ("3d", 259200),
+        ("2h", 7200),
+        ("250ms", 0.25),
+        ("1w", 604800),
+        (12, 12),
+        (1.5, 1.5),
+        (timedelta(minutes=2), 120),
+    ],
 )
 def test_durations_parse(text, seconds):
     assert parse_duration(text).total_seconds() == seconds
@@ -29,12 +38,19 @@ def test_bad_durations_raise_a_clear_error(bad):
 
 def test_retry_schedule_matches_the_spec():
     assert Retry(attempts=5, backoff="exponential", delay="1s").schedule() == [
-        1000, 2000, 4000, 8000,
+        1000,
+        2000,
+        4000,
+        8000,
     ]
     assert Retry(attempts=4, backoff="linear", delay="2s").schedule() == [2000, 4000, 6000]
     assert Retry(attempts=3, backoff="fixed", delay="5s").schedule() == [5000, 5000]
     assert Retry(attempts=6, delay="1m", max_delay="3m").schedule() == [
-        60000, 120000, 180000, 180000, 180000,
+        60000,
+        120000,
+        180000,
+        180000,
+        180000,
     ]
     assert Retry(attempts=1).schedule() == []
 

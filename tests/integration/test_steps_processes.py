@@ -1,0 +1,125 @@
+"""Durable steps under real crashes: ``kill -9`` of a ``runjobs`` process mid-job."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from django_jobs.models import Job, JobStep
+from django_jobs.testing import run_until_idle
+from testproject.jobs import atomic_then_pause, charge, cool
+from testproject.models import Execution
+from tests.conftest import ROOT, wait_until
+
+pytestmark = pytest.mark.process
+
+SHORT_LEASE = {"JOBS_LEASE": "1s"}
+
+
+def labels(job_id: int) -> list[str]:
+    return list(
+        Execution.objects.filter(job_id=job_id).order_by("id").values_list("label", flat=True)
+    )
+
+
+def state(job_id: int) -> str:
+    return Job.objects.get(pk=job_id).state
+
+
+def kill_when(proc, predicate) -> None:
+    wait_until(predicate, message=f"worker never got there:\n{proc.output()}")
+    proc.popen.send_signal(signal.SIGKILL)
+    proc.popen.wait(timeout=10)
+
+
+def test_atomic_step_survives_a_crash_after_its_commit(spawn, tmp_path):
+    marker = tmp_path / "go"
+    job = atomic_then_pause.enqueue({"until": str(marker)})
+    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    kill_when(first, lambda: "after-atomic" in labels(job.pk))
+    marker.touch()
+    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    wait_until(lambda: state(job.pk) == "succeeded", message=second.output())
+    assert labels(job.pk).count("atomic-write") == 1  # written once, not re-run on replay
+    assert labels(job.pk).count("after-atomic") == 2  # code outside steps runs again
+    step = JobStep.objects.get(job_id=job.pk, name="write")
+    assert step.state == "completed" and step.attempts == 1
+    assert Job.objects.get(pk=job.pk).attempts == 2
+
+
+def test_recover_stop_becomes_unknown_and_resolve_moves_it_on(spawn, worker_env, tmp_path):
+    marker = tmp_path / "go"
+    job = charge.enqueue({"until": str(marker), "recover": "stop"})
+    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    kill_when(first, lambda: labels(job.pk))
+    marker.touch()
+    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    wait_until(lambda: state(job.pk) == "unknown", message=second.output())
+    row = Job.objects.get(pk=job.pk)
+    assert "resolve" in row.error and JobStep.objects.get(job=row).state == "unknown"
+    assert len(labels(job.pk)) == 1  # the interrupted activity was not run again
+    resolved = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "jobs",
+            "resolve",
+            str(job.pk),
+            "--step",
+            "charge",
+            "--as",
+            "completed",
+            "--value",
+            '{"charged": "by hand"}',
+        ],
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    wait_until(lambda: state(job.pk) == "succeeded", message=second.output())
+    assert Job.objects.get(pk=job.pk).result == {"charged": "by hand"}
+    assert len(labels(job.pk)) == 1
+
+
+def test_recover_retry_reruns_with_interrupted_and_the_same_key(spawn, tmp_path):
+    marker = tmp_path / "go"
+    job = charge.enqueue({"until": str(marker), "recover": "retry"})
+    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    kill_when(first, lambda: labels(job.pk))
+    marker.touch()
+    spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    wait_until(lambda: state(job.pk) == "succeeded")
+    key = f"steps.charge:{job.pk}:charge"
+    assert labels(job.pk) == [
+        f"charge key={key} interrupted=False attempt=1",
+        f"charge key={key} interrupted=True attempt=2",
+    ]
+
+
+def test_sleep_holds_no_worker_and_a_restart_changes_nothing(spawn):
+    job = cool.enqueue({})
+    worker = spawn("runjobs", "--concurrency", "1")
+    wait_until(lambda: state(job.pk) == "waiting", message=worker.output())
+    row = Job.objects.get(pk=job.pk)
+    assert row.attempts == 1 and "cool" in row.wait_reason
+    assert row.run_at - timezone.now() > timedelta(days=2, hours=23)
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=30) == 0
+    restarted = spawn("runjobs", "--burst")
+    assert restarted.popen.wait(timeout=60) == 0
+    assert state(job.pk) == "waiting" and labels(job.pk) == ["before-sleep"]
+    # Three days later (the clock moves in this process only), a worker finishes it.
+    with time_machine.travel(row.run_at + timedelta(seconds=1), tick=False):
+        [done] = run_until_idle()
+    assert done.pk == job.pk and done.state == "succeeded" and done.attempts == 1
+    # Code outside steps runs again on the re-ask; the sleep step itself is done.
+    assert labels(job.pk) == ["before-sleep", "before-sleep", "after-sleep"]
