@@ -104,3 +104,42 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.02, message: 
         if time.monotonic() > deadline:
             raise AssertionError(message or f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+# --- REST API: users of each role and a client signed in as one of them ---------------------
+
+
+@pytest.fixture
+def api_users(db: None, django_user_model, settings):
+    """member, other (another member), operator (operate_jobs), superuser, staff (no perm)."""
+    from types import SimpleNamespace
+
+    from django.contrib.auth.models import Permission
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast
+
+    operate = Permission.objects.get(content_type__app_label="django_jobs", codename="operate_jobs")
+    make = django_user_model.objects.create_user
+    users = SimpleNamespace(
+        member=make("member", password="pw-member"),
+        other=make("other", password="pw-other"),
+        operator=make("operator", password="pw-operator"),
+        superuser=django_user_model.objects.create_superuser("root", password="pw-root"),
+        staff=make("staff", password="pw-staff", is_staff=True),
+    )
+    users.operator.user_permissions.add(operate)
+    return users
+
+
+@pytest.fixture
+def api_client():
+    """``api_client(user)``: a DRF test client signed in (by session) as ``user``, or anonymous."""
+    from rest_framework.test import APIClient
+
+    def make(user=None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return make

@@ -1,0 +1,66 @@
+"""The request body limit: an oversized body is refused with 413 before it is parsed."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from django.conf import settings
+from rest_framework.parsers import JSONParser
+
+from ..conf import jobs_settings
+from .errors import TooLargeError
+
+#: Room for the fields around the payload (kind, run_at, idempotency_key, ...).
+ENVELOPE_BYTES = 16 * 1024
+
+
+def body_limit() -> int | None:
+    """The largest body the API reads: the payload limit plus the envelope, in bytes."""
+    limit = jobs_settings.MAX_PAYLOAD_BYTES
+    if limit:
+        return int(limit) + ENVELOPE_BYTES
+    fallback = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
+    return int(fallback) if fallback else None
+
+
+def body_too_large(limit: int, size: int | None = None) -> TooLargeError:
+    told = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return TooLargeError(
+        f"The request body is {told}; "
+        f"this API reads at most {limit} bytes "
+        '(JOBS["MAX_PAYLOAD_BYTES"] for the payload plus room for the other fields). '
+        "Store large data elsewhere and pass a reference in the payload.",
+        code="BODY_TOO_LARGE",
+    )
+
+
+def check_content_length(meta: dict[str, Any]) -> None:
+    """Refuse a declared Content-Length over the limit, before anything is read."""
+    limit = body_limit()
+    if limit is None:
+        return
+    try:
+        size = int(meta.get("CONTENT_LENGTH") or 0)
+    except (TypeError, ValueError):
+        return
+    if size > limit:
+        raise body_too_large(limit, size)
+
+
+class BoundedJSONParser(JSONParser):
+    """JSON, read at most up to the body limit (covers bodies without a Content-Length)."""
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: dict[str, Any] | None = None,
+    ) -> Any:
+        limit = body_limit()
+        if limit is not None and stream is not None:
+            raw = stream.read(limit + 1)
+            if len(raw) > limit:
+                raise body_too_large(limit)
+            stream = io.BytesIO(raw)
+        return super().parse(stream, media_type, parser_context)

@@ -1,0 +1,396 @@
+"""Request and response shapes of the API.
+
+Requests are validated by these serializers. Responses are built by ``django_jobs.serialize``
+(one job JSON shared by the API, the admin, the CLI and the events); the response serializers
+here describe that JSON for the OpenAPI schema, and the tests hold the two together.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import models
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.validators import UniqueValidator
+
+from .. import clock
+from ..durations import parse_duration
+from ..engine import cron as cron_rules
+from ..exceptions import InvalidDuration, InvalidSchedule
+from ..models import Job, Schedule
+from ..types import JobState, StepState
+
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # Job.priority is a SmallIntegerField
+_KEY_LENGTH = Job._meta.get_field("idempotency_key").max_length
+_KIND_LENGTH = Job._meta.get_field("kind").max_length
+_QUEUE_LENGTH = Job._meta.get_field("queue").max_length
+
+
+def _string_field(name: str, schema: dict[str, Any]) -> type[serializers.CharField]:
+    """A read-only string field with a hand-written schema."""
+    return extend_schema_field(schema)(type(name, (serializers.CharField,), {}))
+
+
+JobStateField = _string_field(
+    "JobStateField",
+    {"type": "string", "enum": list(JobState.values), "description": "The job's state."},
+)
+# Not an enum: two enums under one property name ("state") would make drf-spectacular name
+# the job's with a hash in any project-wide schema. A pattern says the same.
+StepStateField = _string_field(
+    "StepStateField",
+    {
+        "type": "string",
+        "pattern": "^(" + "|".join(StepState.values) + ")$",
+        "description": "The step's state: " + ", ".join(StepState.values) + ".",
+    },
+)
+
+
+def owner_field(**kwargs: Any) -> serializers.Field:
+    """The owner's primary key as JSON: an integer for integer keys, else a string."""
+    pk = get_user_model()._meta.pk
+    if isinstance(pk, models.IntegerField | models.AutoField):
+        return serializers.IntegerField(**kwargs)
+    return serializers.CharField(**kwargs)
+
+
+# --- request fields ------------------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string: 5 is not "5"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date-time that carries its UTC offset ("2026-03-08T07:30:00+01:00" or "Z")."""
+
+    default_error_messages = {
+        "invalid": (
+            'Write an ISO 8601 date-time with its UTC offset, e.g. "2026-03-08T07:30:00+01:00" '
+            'or "2026-03-08T06:30:00Z".'
+        ),
+        "naive": (
+            "This date-time has no UTC offset. Add one, e.g. +01:00 or Z, so it names one instant."
+        ),
+        "overflow": "This date-time is out of range; use a year between 1 and 9998.",
+    }
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str):
+            self.fail("invalid")
+        try:
+            parsed = parse_datetime(value.strip())
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            self.fail("invalid")
+        if parsed.tzinfo is None or parsed.utcoffset() is None:
+            self.fail("naive")
+        try:
+            return parsed.astimezone(UTC)
+        except (OverflowError, ValueError):
+            self.fail("overflow")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d|w)\s*$"},
+            {"type": "number", "minimum": 0},
+        ],
+        "example": "30s",
+    }
+)
+class DurationInputField(serializers.Field):
+    """A duration: "250ms", "30s", "5m", "2h", "3d", "1w", or a number of seconds."""
+
+    default_error_messages = {
+        "too_far": "This delay reaches past the year 9999; use a shorter one.",
+    }
+
+    def to_internal_value(self, data: Any) -> timedelta:
+        if isinstance(data, bool) or not isinstance(data, str | int | float):
+            raise serializers.ValidationError(_duration_help(data))
+        try:
+            value = parse_duration(data, name="delay")
+            # Does the delay land on an instant a datetime can hold?
+            clock.now() + value
+        except InvalidDuration as exc:
+            raise serializers.ValidationError(exc.message) from None
+        except OverflowError:
+            self.fail("too_far")
+        return value
+
+    def to_representation(self, value: Any) -> Any:
+        return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def _duration_help(value: Any) -> str:
+    return (
+        f"{value!r} is not a duration. Write a number with a unit "
+        '("250ms", "30s", "5m", "2h", "3d", "1w") or a number of seconds.'
+    )
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+class SubmitSerializer(serializers.Serializer):
+    """``POST /``: submit a job. Members may not set ``priority`` or ``queue``."""
+
+    kind = StrictCharField(max_length=_KIND_LENGTH, help_text="The kind to run.")
+    payload = serializers.JSONField(
+        required=False, allow_null=True, default=None, help_text="The job's input (any JSON)."
+    )
+    run_at = AwareDateTimeField(
+        required=False, allow_null=True, help_text="Run at this instant (with a UTC offset)."
+    )
+    delay = DurationInputField(
+        required=False, allow_null=True, help_text='Run after this delay: "30s", "5m" or seconds.'
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text="Operators only. Lower runs first; default: the kind's.",
+    )
+    queue = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=_QUEUE_LENGTH,
+        help_text="Operators only. Default: the kind's queue.",
+    )
+    idempotency_key = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=_KEY_LENGTH,
+        help_text="Same as the Idempotency-Key header. Default: the kind's own key.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("run_at") is not None and attrs.get("delay") is not None:
+            raise serializers.ValidationError(
+                {"delay": ["Send run_at or delay, not both."]}, code="exclusive"
+            )
+        return attrs
+
+
+class RetrySerializer(serializers.Serializer):
+    """``POST /{id}/retry/``."""
+
+    from_step = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=200,
+        help_text="Forget this step and the ones after it, so they run again.",
+    )
+
+
+# --- responses -----------------------------------------------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every refusal: a stable code and a message that says what to do next."""
+
+    code = serializers.CharField(read_only=True)
+    message = serializers.CharField(read_only=True)
+    errors = serializers.DictField(
+        required=False, help_text="Field errors, by field name (400 only)."
+    )
+
+
+class ProgressSerializer(serializers.Serializer):
+    stage = serializers.CharField(read_only=True, allow_null=True)
+    percent = serializers.FloatField(read_only=True, allow_null=True)
+
+
+class JobSerializer(serializers.Serializer):
+    """A job, as ``django_jobs.serialize.job_json`` renders it."""
+
+    id = serializers.IntegerField(read_only=True)
+    kind = serializers.CharField(read_only=True)
+    queue = serializers.CharField(read_only=True)
+    engine = serializers.CharField(read_only=True)
+    state = JobStateField(read_only=True)
+    payload = serializers.JSONField(read_only=True, allow_null=True)
+    result = serializers.JSONField(read_only=True, allow_null=True)
+    error = serializers.CharField(read_only=True, allow_null=True)
+    tenant = serializers.CharField(read_only=True, allow_null=True)
+    priority = serializers.IntegerField(read_only=True)
+    attempts = serializers.IntegerField(read_only=True)
+    max_attempts = serializers.IntegerField(read_only=True)
+    progress = ProgressSerializer(read_only=True)
+    wait_reason = serializers.CharField(read_only=True, allow_null=True)
+    run_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    created_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    started_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    timestamps_derived = serializers.BooleanField(read_only=True)
+    idempotency_key = serializers.CharField(read_only=True, allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["owner"] = owner_field(read_only=True, allow_null=True)
+        return fields
+
+
+class SubmittedJobSerializer(JobSerializer):
+    """The job a submit returns; ``deduped`` is true when a live job held the key."""
+
+    deduped = serializers.BooleanField(read_only=True)
+
+
+class StepSerializer(serializers.Serializer):
+    name = serializers.CharField(read_only=True)
+    state = StepStateField(read_only=True)
+    attempts = serializers.IntegerField(read_only=True)
+    started_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    error = serializers.CharField(read_only=True, allow_null=True)
+
+
+class JobDetailSerializer(JobSerializer):
+    """A job with its durable steps and the tail of its log."""
+
+    steps = StepSerializer(many=True, read_only=True)
+    log = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+
+class KindSerializer(serializers.Serializer):
+    """A kind's manifest row (``JobHandle.describe()``)."""
+
+    kind = serializers.CharField(read_only=True)
+    label = serializers.CharField(read_only=True)
+    group = serializers.CharField(read_only=True)
+    member_safe = serializers.BooleanField(read_only=True)
+    schedulable = serializers.BooleanField(read_only=True)
+    queue = serializers.CharField(read_only=True)
+    engine = serializers.CharField(read_only=True)
+    concurrency = serializers.IntegerField(read_only=True)
+    priority = serializers.IntegerField(read_only=True)
+    retry = serializers.DictField(read_only=True, help_text="The retry policy.")
+    timeout = serializers.FloatField(read_only=True, allow_null=True, help_text="Seconds.")
+    version = serializers.CharField(read_only=True)
+    input = serializers.DictField(
+        read_only=True, allow_null=True, help_text="JSON Schema of the payload, if declared."
+    )
+    on = serializers.CharField(read_only=True, allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["async"] = serializers.BooleanField(read_only=True)  # a keyword in Python
+        return fields
+
+
+class LatencySerializer(serializers.Serializer):
+    p50 = serializers.FloatField(read_only=True, allow_null=True)
+    p95 = serializers.FloatField(read_only=True, allow_null=True)
+    p99 = serializers.FloatField(read_only=True, allow_null=True)
+    sample = serializers.IntegerField(read_only=True)
+
+
+class QueueStatsSerializer(serializers.Serializer):
+    queue = serializers.CharField(read_only=True)
+    states = serializers.DictField(child=serializers.IntegerField(), read_only=True)
+    oldest_due_age_s = serializers.FloatField(read_only=True, allow_null=True)
+
+
+class StatsSerializer(serializers.Serializer):
+    """Counts per queue and state, the oldest due job's age, pickup latency percentiles."""
+
+    queues = QueueStatsSerializer(many=True, read_only=True)
+    pickup_latency_ms = LatencySerializer(read_only=True)
+    at = serializers.DateTimeField(read_only=True)
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+
+class IsoDateTimeField(serializers.DateTimeField):
+    """Rendered like the job JSON's timestamps: UTC ``isoformat()`` ("+00:00", not "Z")."""
+
+    def to_representation(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return value.astimezone(UTC).isoformat()
+
+
+class ScheduleSerializer(serializers.ModelSerializer):
+    """A cron schedule. ``cron`` and ``tz`` are checked; ``next_run_at`` is computed."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.DateTimeField: IsoDateTimeField,
+    }
+
+    catch_up = serializers.ChoiceField(choices=list(cron_rules.CATCH_UP_CHOICES), required=False)
+    payload = serializers.JSONField(required=False, allow_null=True, default=None)
+    name = StrictCharField(
+        max_length=200,
+        help_text="Unique among all schedules.",
+        validators=[
+            UniqueValidator(
+                queryset=Schedule.objects.all(),
+                message="A schedule with this name already exists; pick another.",
+            )
+        ],
+    )
+    kind = StrictCharField(max_length=200, help_text="The kind each occurrence enqueues.")
+    cron = StrictCharField(max_length=100, help_text='5 cron fields, e.g. "0 3 * * *".')
+    tz = StrictCharField(max_length=64, help_text='An IANA time zone, e.g. "Europe/Paris".')
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "id",
+            "name",
+            "cron",
+            "tz",
+            "kind",
+            "payload",
+            "catch_up",
+            "enabled",
+            "owner",
+            "declared",
+            "last_fired_at",
+            "next_run_at",
+            "created_at",
+        ]
+        read_only_fields = [
+            "id",
+            "owner",
+            "declared",
+            "last_fired_at",
+            "next_run_at",
+            "created_at",
+        ]
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["owner"] = owner_field(read_only=True, allow_null=True, source="owner_id")
+        return fields
+
+    def validate_cron(self, value: str) -> str:
+        try:
+            return cron_rules.validate_cron(value)
+        except InvalidSchedule as exc:
+            raise serializers.ValidationError(exc.message) from None
+
+    def validate_tz(self, value: str) -> str:
+        try:
+            cron_rules.validate_tz(value)
+        except InvalidSchedule as exc:
+            raise serializers.ValidationError(exc.message) from None
+        return value

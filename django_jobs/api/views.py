@@ -1,0 +1,627 @@
+"""The API's views: jobs, kinds, stats, schedules and the OpenAPI schema.
+
+Every action names its permission rules in ``action_permissions``; an action without rules is
+refused (``DenyAll``). Members only ever query their own rows, so another member's job or
+schedule answers 404. State changes go through ``django_jobs.operations`` and admission.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, ClassVar
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.viewsets import GenericViewSet
+
+from .. import __version__, clock, operations
+from ..conf import jobs_settings
+from ..engine import cron as cron_rules
+from ..exceptions import (
+    InvalidDuration,
+    InvalidPayload,
+    InvalidSchedule,
+    JobDuplicate,
+    JobNotFound,
+    NotCancellable,
+    NotRetryable,
+)
+from ..models import Job, Schedule
+from ..permissions_util import can_schedule, can_submit, is_operator
+from ..registry import JobHandle, all_handles, get
+from ..serialize import job_detail_json, job_json
+from ..stats import queue_stats
+from ..types import RETRYABLE_STATES, JobState
+from .errors import (
+    ConflictError,
+    InvalidRequestError,
+    KindNotAllowedError,
+    NotFoundError,
+    OperatorOnlyFieldError,
+    TooLargeError,
+    exception_handler,
+)
+from .pagination import JobsPagination
+from .parsers import BoundedJSONParser, check_content_length
+from .permissions import CanRetryJob, DenyAll, IsOperator, IsSignedIn
+from .serializers import (
+    ErrorSerializer,
+    JobDetailSerializer,
+    JobSerializer,
+    KindSerializer,
+    RetrySerializer,
+    ScheduleSerializer,
+    StatsSerializer,
+    SubmitSerializer,
+    SubmittedJobSerializer,
+)
+
+#: The challenge sent with 401 when no configured authenticator offers one (session only).
+FALLBACK_CHALLENGE = 'Session realm="api"'
+
+
+def _error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+E400 = _error("Invalid request: `errors` lists the fields to fix.")
+E401 = _error("Not signed in.")
+E403 = _error("Not allowed (or, signed in by session, the CSRF token is missing).")
+E404 = _error("No such object, or not yours.")
+E409 = _error("The object's state does not allow this.")
+E413 = _error("The body or the payload is too large.")
+
+
+class JobsAPIMixin:
+    """Policies shared by every view of the API: JSON only, JSON errors, deny by default."""
+
+    renderer_classes = [JSONRenderer]
+    parser_classes = [BoundedJSONParser]
+    pagination_class = JobsPagination
+    http_method_names = ["get", "post", "patch", "delete", "head"]
+    #: action name -> rules beyond "signed in". An action missing here is refused.
+    action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {}
+
+    def get_permissions(self) -> list[BasePermission]:
+        request = self.request  # type: ignore[attr-defined]
+        action_name = getattr(self, "action", None)
+        if action_name is None or request.method.lower() not in self.http_method_names:
+            return [IsSignedIn()]  # no handler: signed-in callers get 405
+        rules = self.action_permissions.get(action_name)
+        if rules is None:
+            return [IsSignedIn(), DenyAll()]
+        return [IsSignedIn(), *(rule() for rule in rules)]
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+    def get_authenticate_header(self, request: Request) -> str:
+        # DRF asks only the first authenticator; with SessionAuthentication first that yields
+        # no challenge and DRF turns 401 into 403. Anonymous callers get 401 here.
+        for authenticator in self.get_authenticators():  # type: ignore[attr-defined]
+            header = authenticator.authenticate_header(request)
+            if header:
+                return header
+        return FALLBACK_CHALLENGE
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if request.method in ("POST", "PATCH", "PUT"):
+            check_content_length(request.META)
+
+    def get_int_pk(self) -> int:
+        raw = self.kwargs.get("pk")  # type: ignore[attr-defined]
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            value = -1
+        if value < 1 or str(value) != str(raw):
+            raise NotFoundError(f"{raw!r} is not an id: ids are positive whole numbers.")
+        return value
+
+
+def _user_rows(queryset: Any, user: Any) -> Any:
+    """All rows for operators; a member's own rows otherwise."""
+    return queryset if is_operator(user) else queryset.filter(owner_id=user.pk)
+
+
+def _payload_bytes(payload: Any) -> int:
+    return len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
+
+
+def _check_payload_size(payload: Any) -> None:
+    limit = jobs_settings.MAX_PAYLOAD_BYTES
+    if not limit:
+        return
+    size = _payload_bytes(payload)
+    if size > limit:
+        raise TooLargeError(
+            f"The payload is {size} bytes; the limit is {limit} "
+            '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.',
+            code="PAYLOAD_TOO_LARGE",
+        )
+
+
+def _payload_error(exc: InvalidPayload) -> InvalidRequestError:
+    errors = exc.errors if exc.errors is not None else [exc.message]
+    return InvalidRequestError(
+        "The payload is invalid for this kind: fix the fields listed in errors.payload and "
+        "submit again.",
+        code="INVALID_PAYLOAD",
+        errors={"payload": errors},
+    )
+
+
+class JobFilterSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=JobState.values, required=False)
+    kind = serializers.CharField(required=False, max_length=200)
+    queue = serializers.CharField(required=False, max_length=100)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="jobs_list",
+        tags=["jobs"],
+        summary="List jobs",
+        description="Members see their own jobs, operators every job; newest first.",
+        parameters=[
+            OpenApiParameter("state", str, enum=JobState.values, description="Only this state."),
+            OpenApiParameter("kind", str, description="Only this kind."),
+            OpenApiParameter("queue", str, description="Only this queue."),
+        ],
+        responses={200: JobSerializer(many=True), 400: E400, 401: E401, 404: E404},
+    ),
+    create=extend_schema(
+        operation_id="jobs_submit",
+        tags=["jobs"],
+        summary="Submit a job",
+        description=(
+            "Members submit member-safe kinds and may not set priority or queue; operators "
+            "submit any kind. 201 with the new job, or 200 with `deduped: true` and the live "
+            "job that holds the idempotency key."
+        ),
+        request=SubmitSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Same as the idempotency_key field.",
+            )
+        ],
+        responses={
+            201: SubmittedJobSerializer,
+            200: SubmittedJobSerializer,
+            400: E400,
+            401: E401,
+            403: E403,
+            413: E413,
+        },
+    ),
+    retrieve=extend_schema(
+        operation_id="jobs_retrieve",
+        tags=["jobs"],
+        summary="A job with its steps and log",
+        responses={200: JobDetailSerializer, 401: E401, 404: E404},
+    ),
+)
+class JobViewSet(JobsAPIMixin, GenericViewSet):
+    """Jobs: list, submit, inspect, cancel and retry; the kinds manifest and queue stats."""
+
+    serializer_class = JobSerializer
+    action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
+        "list": (),
+        "create": (),
+        "retrieve": (),
+        "cancel": (),
+        "retry": (CanRetryJob,),
+        "kinds": (),
+        "stats": (IsOperator,),
+    }
+
+    def get_queryset(self) -> Any:
+        jobs = Job.objects.using(jobs_settings.DATABASE).order_by("-id")
+        return _user_rows(jobs, self.request.user)
+
+    def get_object(self) -> Job:
+        queryset = self.get_queryset()
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("steps")
+        try:
+            job = queryset.get(pk=self.get_int_pk())
+        except Job.DoesNotExist:
+            raise NotFoundError(
+                "No job has this id, or it is not yours. GET the job list to see yours."
+            ) from None
+        self.check_object_permissions(self.request, job)
+        return job
+
+    def list(self, request: Request) -> Response:
+        filters = JobFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        jobs = self.get_queryset()
+        for name, value in filters.validated_data.items():
+            jobs = jobs.filter(**{name: value})
+        page = self.paginate_queryset(jobs)
+        return self.get_paginated_response([job_json(job) for job in page])
+
+    def create(self, request: Request) -> Response:
+        body = SubmitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        data["idempotency_key"] = self._idempotency_key(request, data.get("idempotency_key"))
+        user = request.user
+        operator = is_operator(user)
+        if not operator and (data.get("priority") is not None or data.get("queue") is not None):
+            raise OperatorOnlyFieldError()
+        handle = get(data["kind"])
+        if not can_submit(user, handle):
+            raise KindNotAllowedError()
+        assert handle is not None
+        payload = data.get("payload")
+        _check_payload_size(payload)
+        try:
+            with transaction.atomic(using=jobs_settings.DATABASE):
+                job = handle.as_user(
+                    user,
+                    payload,
+                    queue=data.get("queue"),
+                    priority=data.get("priority"),
+                    run_at=data.get("run_at"),
+                    delay=data.get("delay"),
+                    idempotency_key=data["idempotency_key"],
+                )
+        except InvalidPayload as exc:
+            raise _payload_error(exc) from None
+        except InvalidDuration as exc:
+            raise InvalidRequestError(errors={"delay": [exc.message]}) from None
+        code = status.HTTP_200_OK if job.deduped else status.HTTP_201_CREATED
+        return Response(job_json(job, deduped=job.deduped), status=code)
+
+    @staticmethod
+    def _idempotency_key(request: Request, field: str | None) -> str | None:
+        header = request.headers.get("Idempotency-Key")
+        if header is None:
+            return field
+        header = header.strip()
+        limit = Job._meta.get_field("idempotency_key").max_length or 400
+        if not header or len(header) > limit:
+            raise InvalidRequestError(
+                errors={"Idempotency-Key": [f"Send 1 to {limit} characters, or leave it out."]}
+            )
+        if field is not None and field != header:
+            raise InvalidRequestError(
+                errors={
+                    "idempotency_key": [
+                        "The Idempotency-Key header and the idempotency_key field differ; "
+                        "send one of them."
+                    ]
+                }
+            )
+        return header
+
+    def retrieve(self, request: Request, pk: str | None = None) -> Response:
+        return Response(job_detail_json(self.get_object()))
+
+    @extend_schema(
+        operation_id="jobs_cancel",
+        tags=["jobs"],
+        summary="Cancel a job",
+        description=(
+            "A queued or waiting job is cancelled at once; a running job is asked to stop "
+            "(its runner sees ctx.cancelled). 409 if the job has already ended."
+        ),
+        request=None,
+        responses={200: JobSerializer, 401: E401, 403: E403, 404: E404, 409: E409},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        try:
+            return Response(operations.cancel(job.pk))
+        except NotCancellable as exc:
+            raise ConflictError(exc.message, code=exc.code) from None
+        except JobNotFound as exc:
+            raise NotFoundError(exc.message) from None
+
+    @extend_schema(
+        operation_id="jobs_retry",
+        tags=["jobs"],
+        summary="Retry a job",
+        description=(
+            "Queue a failed, blocked or cancelled job again with a fresh set of attempts. "
+            "`from_step` forgets that step and the ones after it. Operators retry any job; "
+            "owners retry their own jobs of member-safe kinds. An unknown job is resolved "
+            "first, never retried blindly (409)."
+        ),
+        request=RetrySerializer,
+        responses={200: JobSerializer, 400: E400, 401: E401, 403: E403, 404: E404, 409: E409},
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        body = RetrySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        from_step = body.validated_data.get("from_step")
+        if (
+            from_step is not None
+            and job.state in RETRYABLE_STATES
+            and not job.steps.filter(name=from_step).exists()
+        ):
+            names = ", ".join(job.steps.values_list("name", flat=True)) or "none"
+            raise InvalidRequestError(
+                errors={
+                    "from_step": [f"Job #{job.pk} has no step {from_step!r}; its steps: {names}."]
+                }
+            )
+        try:
+            return Response(operations.retry(job.pk, from_step=from_step))
+        except (NotRetryable, JobDuplicate) as exc:
+            raise ConflictError(exc.message, code=exc.code) from None
+        except JobNotFound as exc:
+            raise NotFoundError(exc.message) from None
+
+    @extend_schema(
+        operation_id="kinds_list",
+        tags=["kinds"],
+        summary="The kinds you may submit",
+        description="Members: the member-safe kinds. Operators: every kind.",
+        responses={200: KindSerializer(many=True), 401: E401},
+    )
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def kinds(self, request: Request) -> Response:
+        operator = is_operator(request.user)
+        rows = [h.describe() for h in all_handles() if operator or h.member_safe]
+        return Response(rows)
+
+    @extend_schema(
+        operation_id="stats_retrieve",
+        tags=["stats"],
+        summary="Queue statistics (operators)",
+        responses={200: StatsSerializer, 401: E401, 403: E403},
+    )
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def stats(self, request: Request) -> Response:
+        return Response(queue_stats())
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="schedules_list",
+        tags=["schedules"],
+        summary="List schedules",
+        description="Operators see every schedule; members the schedules they own.",
+        responses={200: ScheduleSerializer(many=True), 400: E400, 401: E401, 404: E404},
+    ),
+    create=extend_schema(
+        operation_id="schedules_create",
+        tags=["schedules"],
+        summary="Add a schedule",
+        description=(
+            "Operators schedule any kind; members schedule kinds that are member-safe and "
+            "schedulable, and own what they add."
+        ),
+        responses={201: ScheduleSerializer, 400: E400, 401: E401, 403: E403, 413: E413},
+    ),
+    retrieve=extend_schema(
+        operation_id="schedules_retrieve",
+        tags=["schedules"],
+        summary="A schedule",
+        responses={200: ScheduleSerializer, 401: E401, 404: E404},
+    ),
+    partial_update=extend_schema(
+        operation_id="schedules_update",
+        tags=["schedules"],
+        summary="Change or pause a schedule",
+        description='`{"enabled": false}` pauses it; `next_run_at` follows cron, tz and enabled.',
+        responses={
+            200: ScheduleSerializer,
+            400: E400,
+            401: E401,
+            403: E403,
+            404: E404,
+            413: E413,
+        },
+    ),
+    destroy=extend_schema(
+        operation_id="schedules_delete",
+        tags=["schedules"],
+        summary="Delete a schedule",
+        responses={
+            204: OpenApiResponse(description="Deleted."),
+            401: E401,
+            403: E403,
+            404: E404,
+        },
+    ),
+)
+class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
+    """Cron schedules (§6): operators manage all; members their own, for schedulable kinds."""
+
+    serializer_class = ScheduleSerializer
+    action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
+        "list": (),
+        "create": (),
+        "retrieve": (),
+        "partial_update": (),
+        "destroy": (),
+    }
+
+    def get_queryset(self) -> Any:
+        schedules = Schedule.objects.using(jobs_settings.DATABASE).order_by("name", "id")
+        return _user_rows(schedules, self.request.user)
+
+    def get_object(self) -> Schedule:
+        try:
+            schedule = self.get_queryset().get(pk=self.get_int_pk())
+        except Schedule.DoesNotExist:
+            raise NotFoundError(
+                "No schedule has this id, or it is not yours. GET the schedule list to see yours."
+            ) from None
+        self.check_object_permissions(self.request, schedule)
+        return schedule
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(ScheduleSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: str | None = None) -> Response:
+        return Response(ScheduleSerializer(self.get_object()).data)
+
+    def create(self, request: Request) -> Response:
+        body = ScheduleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        handle = self._allowed_handle(data["kind"])
+        self._check_payload(handle, data.get("payload"))
+        now = clock.now()
+        # Occurrences count from now on: a new schedule never fires for the past.
+        schedule = Schedule(**data, owner_id=request.user.pk, synced_at=now, checked_until=now)
+        schedule.next_run_at = _next_run(schedule, now)
+        self._save(schedule)
+        return Response(ScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        schedule = self.get_object()
+        body = ScheduleSerializer(schedule, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        pausing_only = set(data) <= {"enabled"} and not data.get("enabled", False)
+        if not pausing_only:
+            # Pausing is always allowed to whoever sees the schedule; anything else needs the
+            # right to schedule the (possibly new) kind.
+            handle = self._allowed_handle(data.get("kind", schedule.kind))
+            if "payload" in data or "kind" in data:
+                self._check_payload(handle, data.get("payload", schedule.payload))
+        resumed = data.get("enabled") is True and not schedule.enabled
+        for name, value in data.items():
+            setattr(schedule, name, value)
+        changed = set(data)
+        if {"cron", "tz", "enabled"} & changed:
+            now = clock.now()
+            schedule.next_run_at = _next_run(schedule, now)
+            changed.add("next_run_at")
+            if resumed or {"cron", "tz"} & changed:
+                # A resumed or re-timed schedule fires from now on: the time it was paused,
+                # or its old timing, is not "missed" for catch_up.
+                schedule.checked_until = now
+                changed.add("checked_until")
+        # Only the fields changed here: the scheduler writes the others concurrently.
+        self._save(schedule, update_fields=sorted(changed))
+        return Response(ScheduleSerializer(schedule).data)
+
+    def destroy(self, request: Request, pk: str | None = None) -> Response:
+        schedule = self.get_object()
+        schedule.delete(using=jobs_settings.DATABASE)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _allowed_handle(self, kind: str) -> JobHandle:
+        handle = get(kind)
+        if not can_schedule(self.request.user, handle):
+            raise KindNotAllowedError()
+        assert handle is not None
+        return handle
+
+    @staticmethod
+    def _check_payload(handle: JobHandle, payload: Any) -> None:
+        _check_payload_size(payload)
+        try:
+            handle.validate_payload(payload)
+        except InvalidPayload as exc:
+            raise _payload_error(exc) from None
+
+    @staticmethod
+    def _save(schedule: Schedule, update_fields: list[str] | None = None) -> None:
+        if update_fields == []:
+            return
+        try:
+            with transaction.atomic(using=jobs_settings.DATABASE):
+                schedule.save(using=jobs_settings.DATABASE, update_fields=update_fields)
+        except IntegrityError:
+            raise InvalidRequestError(
+                errors={"name": ["A schedule with this name already exists; pick another."]}
+            ) from None
+
+
+def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
+    if not schedule.enabled:
+        return None
+    try:
+        runs = cron_rules.next_runs(schedule.cron, schedule.tz, now, 1)
+    except InvalidSchedule as exc:
+        raise InvalidRequestError(errors={"cron": [exc.message]}) from None
+    return runs[0] if runs else None
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """JSON 404 for a path under the API that no route serves."""
+    return JsonResponse(
+        {
+            "code": "NOT_FOUND",
+            "message": "No API path matches this URL. GET schema/ lists the paths; ids are "
+            "positive whole numbers.",
+        },
+        status=404,
+    )
+
+
+# --- the OpenAPI schema --------------------------------------------------------------------
+
+
+class JobsSchemaGenerator(SchemaGenerator):
+    """The schema of this API only, whatever else the project's URLconf serves."""
+
+    def _initialise_endpoints(self) -> None:
+        super()._initialise_endpoints()
+        self.endpoints = [
+            endpoint
+            for endpoint in self.endpoints
+            if getattr(getattr(endpoint[3], "cls", None), "__module__", "").startswith(
+                "django_jobs."
+            )
+            and getattr(endpoint[3], "cls", None) is not SchemaView
+        ]
+
+
+class SchemaView(SpectacularAPIView):
+    """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON."""
+
+    generator_class = JobsSchemaGenerator
+    authentication_classes: ClassVar[list[Any]] = []
+    permission_classes: ClassVar[list[Any]] = []
+    custom_settings: ClassVar[dict[str, Any]] = {
+        "TITLE": "django_jobs API",
+        "DESCRIPTION": (
+            "Durable background jobs: submit, inspect, cancel and retry jobs; list kinds; "
+            "queue statistics; cron schedules. Errors are JSON {code, message[, errors]}."
+        ),
+        "VERSION": __version__,
+        "COMPONENT_SPLIT_REQUEST": True,
+    }
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+__all__ = ["JobViewSet", "JobsAPIMixin", "ScheduleViewSet", "SchemaView"]

@@ -1,0 +1,51 @@
+"""Who may do what: the operator test and the kind rules shared by the API, the admin and streams.
+
+An *operator* sees and acts on every job. By default that is a user with the
+``django_jobs.operate_jobs`` permission (superusers have every permission); ``JOBS["IS_OPERATOR"]``
+replaces the test with a dotted path to ``callable(user) -> bool``. Everyone else signed in is a
+*member*: they see their own jobs and submit only kinds declared ``member_safe=True``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .conf import jobs_settings
+
+if TYPE_CHECKING:
+    from .registry import JobHandle
+
+OPERATE_PERMISSION = "django_jobs.operate_jobs"
+
+
+def is_operator(user: Any) -> bool:
+    """True when ``user`` may see and act on every job."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    check = jobs_settings.callable_setting("IS_OPERATOR")
+    if check is not None:
+        return bool(check(user))
+    return bool(user.has_perm(OPERATE_PERMISSION))
+
+
+def can_submit(user: Any, handle: JobHandle | None) -> bool:
+    """May ``user`` submit a job of this kind? ``None`` (no such kind) is always refused."""
+    if handle is None or not getattr(user, "is_authenticated", False):
+        return False
+    return handle.member_safe or is_operator(user)
+
+
+def can_schedule(user: Any, handle: JobHandle | None) -> bool:
+    """May ``user`` put this kind on a schedule? Members: member-safe *and* schedulable kinds."""
+    if handle is None or not getattr(user, "is_authenticated", False):
+        return False
+    return (handle.member_safe and handle.schedulable) or is_operator(user)
+
+
+def can_retry(user: Any, owner_id: Any, handle: JobHandle | None) -> bool:
+    """Operators retry any job; an owner retries their own job of a member-safe kind."""
+    if is_operator(user):
+        return True
+    if handle is None or not handle.member_safe:
+        return False
+    return owner_id is not None and owner_id == getattr(user, "pk", None)
