@@ -13,6 +13,7 @@ from .conf import jobs_settings
 from .engine.context import LiveState
 from .engine.events import STATE_EVENTS, publish
 from .engine.executor import Executor
+from .engine.limits import claim_within_limits
 from .store import get_store
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ def run_until_idle(
     ran: list[Job] = []
     while max_jobs is None or len(ran) < max_jobs:
         now = clock.now()
-        claimed = store.claim(
+        claimed = claim_within_limits(
+            store,
             engine=engine,
             worker_id=INLINE_WORKER,
             limit=1,

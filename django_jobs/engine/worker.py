@@ -29,10 +29,12 @@ from ..store import Outcome, get_store
 from .context import LiveState
 from .events import STATE_EVENTS, publish
 from .executor import Executor
+from .limits import claim_within_limits
 
 logger = logging.getLogger("django_jobs.worker")
 
 _STOP = object()
+RECORD_BATCH = 500  # outcomes written per statement at most
 
 
 def make_worker_id(engine: str) -> str:
@@ -72,11 +74,14 @@ class Worker:
 
         self.stopping = threading.Event()
         self.wake = threading.Event()
-        self.local: queue.Queue[Any] = queue.Queue()
-        self.outcomes: queue.Queue[Outcome] = queue.Queue()
+        # SimpleQueue: a put or get in C, no Python-level Condition per job.
+        self.local: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self.running: dict[int, tuple[Job, LiveState]] = {}
         self.running_lock = threading.Lock()
         self.in_flight = 0  # claimed and not yet recorded
+        self.unfinished = 0  # claimed and not yet run to an outcome
+        self.refill_at = 0  # the claim loop wants waking once unfinished drops to this
         self.avg_duration = 0.0
         self.processed = 0
         self.threads: list[threading.Thread] = []
@@ -87,7 +92,9 @@ class Worker:
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: Any) -> None:
             if self.stopping.is_set():
-                logger.warning("Second signal: exiting now; unfinished jobs return after the lease.")
+                logger.warning(
+                    "Second signal: exiting now; unfinished jobs return after the lease."
+                )
                 os._exit(1)
             logger.info("Signal %s: finishing in-flight jobs, claiming no more.", signum)
             self.stop()
@@ -102,8 +109,11 @@ class Worker:
     def run(self) -> int:
         """Work until stopped; return the process exit code."""
         logger.info(
-            "Worker %s: engine=%s concurrency=%s queues=%s", self.worker_id, self.engine,
-            self.concurrency, ",".join(self.queues or []) or "*",
+            "Worker %s: engine=%s concurrency=%s queues=%s",
+            self.worker_id,
+            self.engine,
+            self.concurrency,
+            ",".join(self.queues or []) or "*",
         )
         self._rescue()
         if self.scheduler:
@@ -138,6 +148,7 @@ class Worker:
             self._retry_db(lambda: self.store.hand_back(self.worker_id, unstarted))
             with self.running_lock:
                 self.in_flight -= len(unstarted)
+                self.unfinished -= len(unstarted)
         for _ in self.threads:
             self.local.put(_STOP)
         for thread in self.threads:
@@ -160,27 +171,38 @@ class Worker:
     def _claim_loop(self) -> None:
         idle_checks = 0
         while not self.stopping.is_set():
-            self.wake.clear()  # before reading in_flight: a later change sets it again
+            self.wake.clear()  # before reading the counts: a later change sets it again
+            target = self._target()
+            # Refill once the work still to run drops to the slots plus half the prefetch: a
+            # whole batch at a time, not job by job, and the claim's round trip overlaps the
+            # jobs still queued. Finished jobs whose outcome the keeper has not recorded yet
+            # count apart, up to one record batch.
+            refill_at = self.concurrency + (target - self.concurrency) // 2
             with self.running_lock:
-                held = self.in_flight
-            want = self._target() - held
+                held, unfinished = self.in_flight, self.unfinished
+                self.refill_at = refill_at
+            want = target - unfinished
             claimed: list[Job] = []
-            # Claim only once the local queue has room for a whole batch, not job by job.
-            if want > 0 and held <= self.concurrency:
+            if want > 0 and unfinished <= refill_at and held - unfinished < RECORD_BATCH:
                 now = clock.now()
-                claimed = self._retry_db(
-                    lambda: self.store.claim(
-                        engine=self.engine,
-                        worker_id=self.worker_id,
-                        limit=want,
-                        now=now,
-                        leased_until=now + self.lease,
-                        queues=self.queues,
+                claimed = (
+                    self._retry_db(
+                        lambda: claim_within_limits(
+                            self.store,
+                            engine=self.engine,
+                            worker_id=self.worker_id,
+                            limit=want,
+                            now=now,
+                            leased_until=now + self.lease,
+                            queues=self.queues,
+                        )
                     )
-                ) or []
+                    or []
+                )
                 if claimed:
                     with self.running_lock:
                         self.in_flight += len(claimed)
+                        self.unfinished += len(claimed)
                     for job in claimed:
                         self.local.put(job)
                     idle_checks = 0
@@ -237,8 +259,15 @@ class Worker:
             outcome = self.executor.run(job, live)
         finally:
             elapsed = time.perf_counter() - began
-            self.avg_duration = 0.8 * self.avg_duration + 0.2 * elapsed if self.avg_duration else elapsed
+            self.avg_duration = (
+                0.8 * self.avg_duration + 0.2 * elapsed if self.avg_duration else elapsed
+            )
         self.outcomes.put(outcome)
+        with self.running_lock:
+            self.unfinished -= 1
+            refill = self.unfinished <= self.refill_at
+        if refill:
+            self.wake.set()
 
     # -- keeping: outcomes, live output, leases ---------------------------------------------
 
@@ -258,7 +287,7 @@ class Worker:
                         done = True
                     else:
                         batch.append(first)
-                        while len(batch) < 500:
+                        while len(batch) < RECORD_BATCH:
                             item = self.outcomes.get_nowait()
                             if item is None:
                                 done = True
@@ -287,14 +316,22 @@ class Worker:
     def _record(self, batch: list[Outcome]) -> None:
         written = self._retry_db(lambda: self.store.record(batch), forever=True) or []
         with self.running_lock:
-            entries = [self.running.pop(o.job_id, (None, None))[0] for o in batch]
+            entries = [self.running.pop(o.job_id, (None, None)) for o in batch]
             self.in_flight -= len(batch)
         self.processed += len(batch)
         self.wake.set()
         written_ids = set(written)
-        for outcome, job in zip(batch, entries, strict=True):
+        for outcome, (job, live) in zip(batch, entries, strict=True):
             if job is None or outcome.job_id not in written_ids:
                 continue
+            # The last progress and lines, taken with the outcome, before the state changes.
+            job.progress = outcome.progress if outcome.progress is not None else job.progress
+            job.log = outcome.log if outcome.log is not None else job.log
+            lines, progress_changed = live.final
+            for line in lines:
+                publish("job.log", job, line=line)
+            if progress_changed:
+                publish("job.progress", job)
             job.state = outcome.state
             job.result, job.error = outcome.result, outcome.error
             job.started_at, job.wait_reason = outcome.started_at, outcome.wait_reason
@@ -320,9 +357,10 @@ class Worker:
                 publish("job.progress", job)
 
     def _heartbeat(self) -> None:
-        flags = self._retry_db(
-            lambda: self.store.heartbeat(self.worker_id, clock.now() + self.lease)
-        ) or {}
+        flags = (
+            self._retry_db(lambda: self.store.heartbeat(self.worker_id, clock.now() + self.lease))
+            or {}
+        )
         with self.running_lock:
             for job_id, cancel in flags.items():
                 entry = self.running.get(job_id)

@@ -92,6 +92,18 @@ class Outcome:
     events: list[str] = field(default_factory=list)
 
 
+@dataclass(kw_only=True)
+class ClaimSkip:
+    """What a claim must pass over: queues and tenants at their cap, kinds and queues over
+    their rate. ``fair`` picks round-robin across tenants (first due job of each tenant,
+    then the second, ...) so one tenant's backlog never starves another."""
+
+    queues: list[str] = field(default_factory=list)
+    tenants: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    fair: bool = False
+
+
 class Store:
     """The SQL seam. One instance per database alias; cheap to build."""
 
@@ -173,9 +185,7 @@ class Store:
         inserted = {self._identity(j): j for j in self._insert_rows(rows)} if rows else {}
         results: list[tuple[Job, bool]] = []
         seen: set[tuple[Any, ...]] = set()
-        missing = [
-            r for r in rows if (r.kind, r.owner_id or 0, r.idempotency_key) not in inserted
-        ]
+        missing = [r for r in rows if (r.kind, r.owner_id or 0, r.idempotency_key) not in inserted]
         existing = {self._identity(j): j for j in self._live_with_keys(missing)}
         for row in rows:
             identity = (row.kind, row.owner_id or 0, row.idempotency_key)
@@ -217,6 +227,68 @@ class Store:
 
     # -- claiming -----------------------------------------------------------------------------
 
+    def claim_filters(
+        self,
+        *,
+        engine: str | None,
+        now: datetime,
+        queues: list[str] | None,
+        skip: ClaimSkip | None,
+    ) -> tuple[str, list[Any]]:
+        """The WHERE clause of "due jobs this worker may claim", and its parameters."""
+        filters, params = ["state IN ('queued', 'waiting')", "run_at <= %s"], [self.dt(now)]
+        if engine is not None:
+            filters.append("engine = %s")
+            params.append(engine)
+        if queues:
+            queue_sql, queue_params = self.in_list(list(queues))
+            filters.append(f"queue {queue_sql}")
+            params += queue_params
+        if skip is not None:
+            for column, values in (("queue", skip.queues), ("kind", skip.kinds)):
+                if values:
+                    sql, more = self.in_list(list(values))
+                    filters.append(f"NOT ({column} {sql})")
+                    params += more
+            if skip.tenants:
+                sql, more = self.in_list(list(skip.tenants))
+                filters.append(f"(tenant IS NULL OR NOT (tenant {sql}))")
+                params += more
+        return " AND ".join(filters), params
+
+    def fair_pick_sql(self, where: str) -> str:
+        """Ids of due jobs, round-robin across tenants, in claim order within each turn."""
+        return (
+            "SELECT id FROM (SELECT id, priority, run_at, ROW_NUMBER() OVER ("
+            "PARTITION BY COALESCE(tenant, '') ORDER BY priority, run_at, id) AS turn "
+            f"FROM {TABLE} WHERE {where}) AS due ORDER BY turn, priority, run_at, id LIMIT %s"
+        )
+
+    def running_counts(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """Running jobs: in all, per queue, per tenant (every engine: caps are global)."""
+        rows = self.fetchall(
+            f"SELECT queue, tenant, COUNT(*) FROM {TABLE} WHERE state = 'running' "
+            "GROUP BY queue, tenant"
+        )
+        total, per_queue, per_tenant = 0, {}, {}
+        for queue, tenant, count in rows:
+            total += count
+            per_queue[queue] = per_queue.get(queue, 0) + count
+            if tenant is not None:
+                per_tenant[tenant] = per_tenant.get(tenant, 0) + count
+        return total, per_queue, per_tenant
+
+    def started_since(self, column: str, values: list[str], since: datetime) -> dict[str, int]:
+        """Jobs started after ``since`` (a window (since, now]), per ``kind`` or per ``queue``."""
+        assert column in ("kind", "queue")
+        sql, params = self.in_list(list(values))
+        rows = self.fetchall(
+            f"SELECT {column}, COUNT(*) FROM {TABLE} WHERE {column} {sql} AND started_at > %s "
+            f"GROUP BY {column}",
+            [*params, self.dt(since)],
+        )
+        return {row[0]: row[1] for row in rows}
+
     def claim(
         self,
         *,
@@ -226,6 +298,7 @@ class Store:
         now: datetime,
         leased_until: datetime,
         queues: list[str] | None = None,
+        skip: ClaimSkip | None = None,
     ) -> list[Job]:
         """Mark up to ``limit`` due jobs ``running`` for ``worker_id`` and return them.
 
@@ -359,9 +432,12 @@ class Store:
             f"UPDATE {TABLE} SET wake_requested = %s WHERE id {id_sql} AND state = 'running'",
             [True, *id_params],
         )
-        engines = {row[0] for row in self.fetchall(
-            f"SELECT DISTINCT engine FROM {TABLE} WHERE id {id_sql}", id_params
-        )}
+        engines = {
+            row[0]
+            for row in self.fetchall(
+                f"SELECT DISTINCT engine FROM {TABLE} WHERE id {id_sql}", id_params
+            )
+        }
         self.notify(engines)
 
     def wake_waiting(self, now: datetime) -> int:

@@ -10,7 +10,7 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
 from ..models import Job
-from .base import COLUMNS, TABLE, NewJob, Outcome, Store
+from .base import COLUMNS, ClaimSkip, TABLE, NewJob, Outcome, Store
 
 CHANNEL = "django_jobs"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
@@ -130,22 +130,24 @@ class PostgresStore(Store):
         now: datetime,
         leased_until: datetime,
         queues: list[str] | None = None,
+        skip: ClaimSkip | None = None,
     ) -> list[Job]:
         # The CTE picks and locks the next due rows in claim order, skipping rows another
         # worker holds; the UPDATE marks them ours in the same statement. The CTE is also an
         # optimisation fence: the LIMIT applies before the update, on the partial claim index.
-        filters, params = ["state IN ('queued', 'waiting')", "run_at <= %s"], [now]
-        if engine is not None:
-            filters.append("engine = %s")
-            params.append(engine)
-        if queues:
-            filters.append("queue = ANY(%s)")
-            params.append(list(queues))
+        where, params = self.claim_filters(engine=engine, now=now, queues=queues, skip=skip)
+        if skip is not None and skip.fair:
+            pick = (
+                f"SELECT id FROM {TABLE} WHERE id IN ({self.fair_pick_sql(where)}) "
+                "ORDER BY priority, run_at, id FOR UPDATE SKIP LOCKED"
+            )
+        else:
+            pick = (
+                f"SELECT id FROM {TABLE} WHERE {where} "
+                "ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
+            )
         jobs = self.jobs_from(
-            "WITH picked AS ("
-            f"  SELECT id FROM {TABLE} WHERE {' AND '.join(filters)}"
-            "  ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
-            f") UPDATE {TABLE} AS j SET state = 'running', "
+            f"WITH picked AS ({pick}) UPDATE {TABLE} AS j SET state = 'running', "
             "attempts = j.attempts + CASE WHEN j.state = 'queued' THEN 1 ELSE 0 END, "
             "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
             f"FROM picked WHERE j.id = picked.id RETURNING {RETURNING}",

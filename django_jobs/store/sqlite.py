@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import Job
-from .base import COLUMNS, TABLE, NewJob, Store
+from .base import COLUMNS, ClaimSkip, TABLE, NewJob, Store
 
 # SQLite allows 32,766 bound variables per statement; 13 per row.
 _INSERT_CHUNK = 1000
@@ -69,21 +69,19 @@ class SQLiteStore(Store):
         now: datetime,
         leased_until: datetime,
         queues: list[str] | None = None,
+        skip: ClaimSkip | None = None,
     ) -> list[Job]:
-        filters, params = ["state IN ('queued', 'waiting')", "run_at <= %s"], [self.dt(now)]
-        if engine is not None:
-            filters.append("engine = %s")
-            params.append(engine)
-        if queues:
-            queue_sql, queue_params = self.in_list(list(queues))
-            filters.append(f"queue {queue_sql}")
-            params += queue_params
+        where, params = self.claim_filters(engine=engine, now=now, queues=queues, skip=skip)
+        pick = (
+            self.fair_pick_sql(where)
+            if skip is not None and skip.fair
+            else f"SELECT id FROM {TABLE} WHERE {where} ORDER BY priority, run_at, id LIMIT %s"
+        )
         jobs = self.raw_jobs(
             f"UPDATE {TABLE} SET state = 'running', "
             "attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END, "
             "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
-            f"WHERE id IN (SELECT id FROM {TABLE} WHERE {' AND '.join(filters)} "
-            f"ORDER BY priority, run_at, id LIMIT %s) RETURNING {RETURNING}",
+            f"WHERE id IN ({pick}) RETURNING {RETURNING}",
             [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
         )
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))

@@ -1,0 +1,146 @@
+"""Concurrency caps and rate limits, applied around a claim.
+
+Before a claim, queues and tenants at their cap and kinds or queues out of rate budget are
+passed over. After it, the fresh counts (every worker's committed claims included) are checked
+again and anything over a cap or a rate is handed back at once, its attempt not used: two
+workers racing may both hand back, never both keep.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..conf import jobs_settings
+from ..registry import all_handles
+from ..store.base import ClaimSkip
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from ..store import Store
+
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|m|h|d)\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(value: str) -> tuple[int, timedelta]:
+    """``"100/m"`` -> (100, 60 s); ``"5/10s"`` -> (5, 10 s)."""
+    match = _RATE.match(value) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) < 1:
+        raise ValueError(
+            f"rate={value!r} is not a rate. Write starts per window: '100/m', '5/s', '1000/h', "
+            "'20/10s'."
+        )
+    count = int(match.group(2) or 1) * _UNIT_SECONDS[match.group(3)]
+    return int(match.group(1)), timedelta(seconds=count)
+
+
+@dataclass
+class Limits:
+    global_cap: int | None = None
+    queue_caps: dict[str, int] = field(default_factory=dict)
+    tenant_cap: int | None = None
+    kind_rates: dict[str, tuple[int, timedelta]] = field(default_factory=dict)
+    queue_rates: dict[str, tuple[int, timedelta]] = field(default_factory=dict)
+
+    @property
+    def has_caps(self) -> bool:
+        return bool(self.global_cap or self.queue_caps or self.tenant_cap)
+
+
+def current_limits() -> Limits | None:
+    """The configured caps and rates, or None when there are none (the fast path)."""
+    caps = jobs_settings.CAPS or {}
+    limits = Limits(
+        global_cap=caps.get("global"),
+        queue_caps={q: c for q, c in (caps.get("queues") or {}).items() if c},
+        tenant_cap=caps.get("tenant"),
+        kind_rates={h.kind: parse_rate(h.rate) for h in all_handles() if h.rate},
+        queue_rates={q: parse_rate(r) for q, r in (jobs_settings.RATES or {}).items()},
+    )
+    if not (limits.has_caps or limits.kind_rates or limits.queue_rates):
+        return None
+    return limits
+
+
+def _rate_usage(store: Store, limits: Limits, now: datetime) -> dict[tuple[str, str], int]:
+    usage: dict[tuple[str, str], int] = {}
+    for column, rates in (("kind", limits.kind_rates), ("queue", limits.queue_rates)):
+        for name, (_, window) in rates.items():
+            counts = store.started_since(column, [name], now - window)
+            usage[(column, name)] = counts.get(name, 0)
+    return usage
+
+
+def claim_within_limits(store: Store, *, limit: int, now: datetime, **claim: Any) -> list[Job]:
+    """``store.claim(...)`` that honours caps and rates; over-limit claims are handed back."""
+    limits = current_limits()
+    if limits is None:
+        return store.claim(limit=limit, now=now, **claim)
+    total, per_queue, per_tenant = store.running_counts()
+    usage = _rate_usage(store, limits, now)
+    if limits.global_cap is not None:
+        limit = min(limit, limits.global_cap - total)
+        if limit <= 0:
+            return []
+    skip = ClaimSkip(
+        queues=[q for q, cap in limits.queue_caps.items() if per_queue.get(q, 0) >= cap]
+        + [q for q, (n, _) in limits.queue_rates.items() if usage[("queue", q)] >= n],
+        tenants=[t for t, c in per_tenant.items() if limits.tenant_cap and c >= limits.tenant_cap],
+        kinds=[k for k, (n, _) in limits.kind_rates.items() if usage[("kind", k)] >= n],
+        fair=bool(limits.global_cap or limits.tenant_cap),
+    )
+    claimed = store.claim(limit=limit, now=now, skip=skip, **claim)
+    if not claimed:
+        return claimed
+    return _keep_within(store, limits, claimed, claim["worker_id"], now)
+
+
+def _keep_within(
+    store: Store, limits: Limits, claimed: list[Job], worker_id: str, now: datetime
+) -> list[Job]:
+    """Recount with everyone's claims committed; hand back what exceeds a cap or a rate."""
+    ours = {job.pk for job in claimed}
+    total, per_queue, per_tenant = store.running_counts()
+    usage = _rate_usage(store, limits, now)
+    # Counts without our fresh claims: the room we may fill, in claim order.
+    total -= len(claimed)
+    for job in claimed:
+        per_queue[job.queue] = per_queue.get(job.queue, 0) - 1
+        if job.tenant is not None:
+            per_tenant[job.tenant] = per_tenant.get(job.tenant, 0) - 1
+        if ("kind", job.kind) in usage:
+            usage[("kind", job.kind)] -= 1
+        if ("queue", job.queue) in usage:
+            usage[("queue", job.queue)] -= 1
+    kept, back = [], []
+    for job in claimed:
+        fits = (
+            (limits.global_cap is None or total < limits.global_cap)
+            and per_queue.get(job.queue, 0) < limits.queue_caps.get(job.queue, 1 << 30)
+            and (
+                job.tenant is None
+                or limits.tenant_cap is None
+                or per_tenant.get(job.tenant, 0) < limits.tenant_cap
+            )
+            and usage.get(("kind", job.kind), -1) < limits.kind_rates.get(job.kind, (1 << 30,))[0]
+            and usage.get(("queue", job.queue), -1)
+            < limits.queue_rates.get(job.queue, (1 << 30,))[0]
+        )
+        if not fits:
+            back.append(job.pk)
+            continue
+        kept.append(job)
+        total += 1
+        per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+        if job.tenant is not None:
+            per_tenant[job.tenant] = per_tenant.get(job.tenant, 0) + 1
+        for key in (("kind", job.kind), ("queue", job.queue)):
+            if key in usage:
+                usage[key] += 1
+    if back:
+        store.hand_back(worker_id, back)
+    assert ours >= {job.pk for job in kept}
+    return kept
