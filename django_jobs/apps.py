@@ -17,6 +17,9 @@ class JobsConfig(AppConfig):
         from .conf import reload_jobs_settings
 
         setting_changed.connect(reload_jobs_settings, dispatch_uid="django_jobs_settings")
+        from .events import install as install_live_events
+
+        install_live_events()  # job_event -> event rows, for the SSE and WebSocket streams
         autodiscover_modules("jobs")
 
         from .tasks import register_task_backends

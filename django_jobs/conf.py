@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "PREFETCH": 64,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     "RETENTION": None,
+    "EVENT_RETENTION": "1d",  # live event rows (django_jobs.events): replay window
 }
 
 

@@ -203,3 +203,30 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}#{self.pk}"
+
+
+class JobEventRecord(models.Model):
+    """One live event about a job, as sent over SSE and the WebSocket (``django_jobs.events``).
+
+    The rows carry events from the process that made them (a worker) to every web process, and
+    they are the durable tail a client replays with ``Last-Event-ID``: the row's id is the
+    event's id. ``owner`` is the job owner's primary key as text (``None``: operators only).
+    Not a foreign key to ``Job``: pruning jobs stays a plain delete, and events are pruned on
+    their own, after ``JOBS["EVENT_RETENTION"]``.
+    """
+
+    type = models.CharField(max_length=32)
+    job_id = models.BigIntegerField()
+    owner = models.CharField(max_length=64, null=True, blank=True)
+    data = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["owner", "id"], name="django_jobs_jobevent_owner_idx"),
+            models.Index(fields=["created_at"], name="django_jobs_jobevent_age_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.job_id} (event {self.pk})"

@@ -192,3 +192,20 @@ def cool(ctx):
     ctx.step.sleep("cool", "3d")
     _record(ctx, "after-sleep")
     return "cooled"
+
+
+# --- kinds used by the live events tests (django_jobs.events) --------------------------------
+
+
+@job("events.count", idempotency_key="payload", member_safe=True, label="Count to 100")
+def count_to_100(ctx):
+    """Progress 0, 10, ..., 100, ``pause`` seconds apart; at ``hold_at`` percent it waits for
+    the file ``until`` (when given) before going on."""
+    pause = float(ctx.payload.get("pause", 0.1))
+    for percent in range(0, 101, 10):
+        ctx.progress("counting", percent)
+        if ctx.payload.get("until") and percent == ctx.payload.get("hold_at", 50):
+            _wait_for_file(ctx.payload["until"], seconds=60)
+        time.sleep(pause)
+    ctx.log("counted to 100")
+    return {"counted": 100}

@@ -132,3 +132,26 @@ if django.VERSION < (6, 0):
 # --- worker process tests: a poll interval from the environment (the NOTIFY wake-up test) ---
 if os.environ.get("JOBS_POLL_INTERVAL"):
     JOBS["POLL_INTERVAL"] = os.environ["JOBS_POLL_INTERVAL"]
+
+# --- live job events: SSE (django-eventstream) and WebSocket (Channels); docs/events.md ---
+# (owned by the live events; the relay needs nothing more than the database)
+EVENTSTREAM_CHANNELMANAGER_CLASS = "django_jobs.events.sse.JobsChannelManager"
+EVENTSTREAM_STORAGE_CLASS = "django_jobs.events.sse.JobEventStorage"
+# The fleet option, through Redis: JOBS_EVENTS_REDIS=redis://host:port/db (the Redis tests).
+if os.environ.get("JOBS_EVENTS_REDIS"):
+    _events_redis = urlparse(os.environ["JOBS_EVENTS_REDIS"])
+    EVENTSTREAM_REDIS = {
+        "host": _events_redis.hostname or "127.0.0.1",
+        "port": _events_redis.port or 6379,
+        "db": int(_events_redis.path.lstrip("/") or 0),
+        "socket_connect_timeout": 1,
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [os.environ["JOBS_EVENTS_REDIS"]],
+                "prefix": os.environ.get("JOBS_EVENTS_REDIS_PREFIX", "asgi"),
+            },
+        }
+    }

@@ -1,4 +1,8 @@
-"""The demo's page: the signed-in user's jobs, updating live."""
+"""The demo's page: the signed-in user's jobs, updating live from the job event stream.
+
+The page loads ``demo/jobs.json`` once per connection of the SSE stream (``GET
+/api/jobs/events/``) and then follows the events; ``demo/submit/`` submits a render.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import uuid
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
 from django_jobs.models import Job
@@ -17,6 +22,7 @@ from .jobs import render as render_job
 
 
 @login_required
+@ensure_csrf_cookie  # the page's submit button sends it
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "testproject/home.html")
 

@@ -143,3 +143,189 @@ def api_client():
         return client
 
     return make
+
+
+# --- live events: a real ASGI server (daphne), SSE and WebSocket clients, session cookies ------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class AsgiServer:
+    """``daphne testproject.asgi:application`` on a free port, with the test database."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        import socket
+
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.ws_base = f"ws://127.0.0.1:{self.port}"
+        self.log_path = log
+        self.log = open(log, "wb")  # closed in stop()
+        self.popen = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "testproject.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+        def accepting() -> bool:
+            if self.popen.poll() is not None:
+                raise AssertionError(f"daphne exited early:\n{self.output()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except OSError:
+                return False
+            return True
+
+        wait_until(accepting, timeout=30, message="daphne did not start listening")
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def asgi_server(worker_env: dict[str, str], tmp_path: Path) -> Iterator:
+    """``asgi_server(env=None)`` starts a daphne process; all are stopped after the test."""
+    servers: list[AsgiServer] = []
+
+    def start(env: dict[str, str] | None = None) -> AsgiServer:
+        server = AsgiServer({**worker_env, **(env or {})}, tmp_path / f"daphne{len(servers)}.log")
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def session_cookie(user) -> str:
+    """A committed session of ``user``: the value of the ``sessionid`` cookie."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+class SSEClient:
+    """A Server-Sent Events client reading ``path`` on a thread; events go to a queue."""
+
+    def __init__(
+        self,
+        base: str,
+        *,
+        cookie: str | None = None,
+        last_event_id: str | None = None,
+        path: str = "/api/jobs/events/",
+    ) -> None:
+        import http.client
+        import queue
+        import threading
+        from urllib.parse import urlparse
+
+        url = urlparse(base)
+        self.conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        headers = {"Accept": "text/event-stream"}
+        if cookie:
+            headers["Cookie"] = f"sessionid={cookie}"
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        self.conn.request("GET", path, headers=headers)
+        self.sock = self.conn.sock
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+        self.events: queue.Queue = queue.Queue()
+        self.closed = False
+        if self.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        fields: dict[str, str] = {}
+        data: list[str] = []
+        try:
+            while True:
+                raw = self.response.readline()
+                if not raw:
+                    break
+                line = raw.decode().rstrip("\r\n")
+                if not line:
+                    if data or fields:
+                        self.events.put({**fields, "data": "\n".join(data)})
+                    fields, data = {}, []
+                elif line.startswith(":"):
+                    continue
+                else:
+                    name, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if name == "data":
+                        data.append(value)
+                    else:
+                        fields[name] = value
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.events.put(None)
+
+    def next(self, timeout: float = 30) -> dict:
+        """The next event (``event``, ``id``, ``data``); fails on timeout or end of stream."""
+        import queue
+
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no SSE event within {timeout}s") from None
+        if event is None:
+            raise AssertionError("the SSE stream ended")
+        return event
+
+    def job_events(self, until, timeout: float = 30) -> list[dict]:
+        """Job events (each ``data`` parsed, with ``_id``) up to the first matching ``until``."""
+        import json
+        import time
+
+        deadline = time.monotonic() + timeout
+        seen: list[dict] = []
+        while True:
+            event = self.next(timeout=max(deadline - time.monotonic(), 0.01))
+            if not event.get("event", "").startswith("job."):
+                continue
+            data = json.loads(event["data"])
+            data["_id"] = event.get("id")
+            data["_text"] = event["data"]
+            seen.append(data)
+            if until(data):
+                return seen
+
+    def close(self) -> None:
+        import socket
+
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()

@@ -55,10 +55,15 @@ def admit(
     if not rows:
         return []
     store = get_store(alias)
-    with transaction.atomic(using=alias):
+    # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
+    if connections[alias].in_atomic_block or not store.insert_is_one_statement:
+        # Inside the caller's transaction: a savepoint, so a failed insert leaves the
+        # caller's transaction usable, as it would be without us.
+        with transaction.atomic(using=alias):
+            results = store.insert(rows)
+    else:
+        # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips.
         results = store.insert(rows)
-        if any(not deduped for _, deduped in results):
-            store.notify({handle.engine})
     jobs = []
     returned: set[int] = set()
     for job, deduped in results:
@@ -112,11 +117,12 @@ def _new_job(
             f"The payload of {handle.kind!r} is {len(text.encode())} bytes; the limit is {limit} "
             '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.'
         )
-    validated = handle.validate_payload(payload)
-    captured = None
+    # Without an input serializer validation is the JSON check just made: skip a second dump.
+    validated = payload if handle.input is None else handle.validate_payload(payload)
+    captured = captured_json = None
     if handle.capture is not None:
         captured = handle.capture(validated)
-        ensure_json(captured, what=f"capture of {handle.kind!r}")
+        captured_json = ensure_json(captured, what=f"capture of {handle.kind!r}")
     key = idempotency_key if idempotency_key is not None else handle.key_for(payload)
     return NewJob(
         kind=handle.kind,
@@ -132,5 +138,6 @@ def _new_job(
         captured=captured,
         run_at=run_at,
         created_at=now,
+        payload_json=text,
+        captured_json=captured_json,
     )
-

@@ -38,6 +38,8 @@ class LiveState:
         self.new_lines: list[str] = []
         self.progress_changed = False
         self.cancel_requested = bool(job.cancel_requested)
+        # What the outcome took (new log lines, progress changed) for the worker to publish.
+        self.final: tuple[list[str], bool] = ([], False)
         self.deadline: datetime | None = None
 
     def add_line(self, line: str) -> None:

@@ -122,6 +122,8 @@ class Executor:
 
     def _base(self, job: Job, started: datetime, state: str, live: LiveState) -> Outcome:
         taken = live.take()
+        if taken:
+            live.final = (taken[2], taken[3])
         return Outcome(
             job_id=job.pk,
             worker_id=self.worker_id,
@@ -138,7 +140,8 @@ class Executor:
             outcome.wait_reason, outcome.run_at = value.reason, value.run_at
             return outcome
         try:
-            ensure_json(value, what="result")
+            if value is not None:  # None, the common result, is JSON: skip the dump
+                ensure_json(value, what="result")
         except InvalidPayload as exc:
             error = InvalidResult(
                 f"{job.kind!r} returned a value that is not JSON: {exc.message}"

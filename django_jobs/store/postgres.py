@@ -10,7 +10,7 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
 from ..models import Job
-from .base import COLUMNS, ClaimSkip, TABLE, NewJob, Outcome, Store
+from .base import COLUMNS, TABLE, ClaimSkip, NewJob, Outcome, Store
 
 CHANNEL = "django_jobs"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).

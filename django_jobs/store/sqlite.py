@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import Job
-from .base import COLUMNS, ClaimSkip, TABLE, NewJob, Store
+from .base import COLUMNS, TABLE, ClaimSkip, NewJob, Store
 
 # SQLite allows 32,766 bound variables per statement; 13 per row.
 _INSERT_CHUNK = 1000
