@@ -12,7 +12,20 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def job_json(job: Job, *, payload: bool = True, deduped: bool | None = None) -> dict[str, Any]:
+TRACEBACK_MARKER = "\n\nTraceback (most recent call last):"
+
+
+def public_error(error: str | None) -> str | None:
+    """The error without its traceback: what a job's owner sees (operators see it all)."""
+    if error is None:
+        return None
+    return error.split(TRACEBACK_MARKER, 1)[0]
+
+
+def job_json(
+    job: Job, *, payload: bool = True, deduped: bool | None = None, traceback: bool = True
+) -> dict[str, Any]:
+    """The job JSON of the API. ``traceback=False`` drops server tracebacks from ``error``."""
     progress = job.progress or {}
     data: dict[str, Any] = {
         "id": job.pk,
@@ -26,7 +39,9 @@ def job_json(job: Job, *, payload: bool = True, deduped: bool | None = None) -> 
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "progress": {"stage": progress.get("stage"), "percent": progress.get("percent")},
-        "error": job.error if job.state in ("failed", "blocked", "unknown") else None,
+        "error": (job.error if traceback else public_error(job.error))
+        if job.state in ("failed", "blocked", "unknown")
+        else None,
         "wait_reason": job.wait_reason if job.state == "waiting" else None,
         "run_at": _iso(job.run_at),
         "created_at": _iso(job.created_at),
@@ -54,8 +69,8 @@ def step_json(step: JobStep) -> dict[str, Any]:
     }
 
 
-def job_detail_json(job: Job) -> dict[str, Any]:
-    data = job_json(job)
+def job_detail_json(job: Job, *, traceback: bool = True) -> dict[str, Any]:
+    data = job_json(job, traceback=traceback)
     data["steps"] = [step_json(s) for s in job.steps.all()]
     data["log"] = list(job.log or [])
     return data

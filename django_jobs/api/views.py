@@ -259,7 +259,10 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         for name, value in filters.validated_data.items():
             jobs = jobs.filter(**{name: value})
         page = self.paginate_queryset(jobs)
-        return self.get_paginated_response([job_json(job) for job in page])
+        traceback = is_operator(request.user)
+        return self.get_paginated_response(
+            [job_json(job, traceback=traceback) for job in page]
+        )
 
     def create(self, request: Request) -> Response:
         body = SubmitSerializer(data=request.data)
@@ -317,7 +320,10 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         return header
 
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
-        return Response(job_detail_json(self.get_object()))
+        # Tracebacks name server files: operators see them, owners see the error's message.
+        return Response(
+            job_detail_json(self.get_object(), traceback=is_operator(request.user))
+        )
 
     @extend_schema(
         operation_id="jobs_cancel",

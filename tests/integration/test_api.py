@@ -252,6 +252,18 @@ def test_detail_has_steps_and_log(operator, api_users):
     assert data["steps"][0]["state"] == "completed"
 
 
+def test_owners_see_the_error_and_operators_the_traceback(member, operator, api_users):
+    job = lookup("api.steps").as_user(api_users.member, {"fail": True})
+    run_until_idle()
+    mine = member.get(f"/api/jobs/{job.pk}/").json()
+    assert mine["state"] == "failed" and "RuntimeError: store refused" in mine["error"]
+    assert "Traceback" not in mine["error"] and 'File "' not in mine["error"]
+    [listed] = member.get("/api/jobs/").json()["results"]
+    assert listed["error"] == mine["error"]
+    full = operator.get(f"/api/jobs/{job.pk}/").json()
+    assert "Traceback (most recent call last)" in full["error"]
+
+
 def test_kinds_for_members_and_operators(member, operator):
     member_kinds = {row["kind"] for row in member.get("/api/jobs/kinds/").json()}
     operator_kinds = {row["kind"] for row in operator.get("/api/jobs/kinds/").json()}
