@@ -1,0 +1,213 @@
+"""What ``manage.py jobs`` does, apart from parsing arguments and printing.
+
+Every function returns data (model rows or the JSON shapes of SPEC §7 and §9): this package
+for reading and acting, ``drain`` for running due jobs in this process, and ``render`` for the
+human tables. Errors are ``JobsError`` subclasses (or ``BadInput`` for a malformed argument);
+``exit_code()`` maps each to the documented exit status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from .. import clock
+from ..conf import jobs_settings
+from ..durations import parse_duration
+from ..exceptions import (
+    InvalidDuration,
+    InvalidPayload,
+    InvalidSchedule,
+    JobDuplicate,
+    JobNotFound,
+    JobsError,
+    NotCancellable,
+    NotRetryable,
+    OutboxNoTransaction,
+    UnknownKind,
+)
+from ..models import Job, Schedule
+from ..registry import lookup
+from ..retention import DEFAULT_BATCH_SIZE, PruneResult
+from ..types import JobState
+
+# --- exit codes ----------------------------------------------------------------------------
+
+EXIT_OK = 0
+"""The command did what it was asked."""
+EXIT_ERROR = 1
+"""Something unexpected (a database error, a bug); the message says what."""
+EXIT_BAD_INPUT = 2
+"""Bad usage or input: an unknown option, bad JSON, a bad duration or state, an invalid payload."""
+EXIT_NOT_FOUND = 3
+"""No job has this id, or no kind has this name."""
+EXIT_REFUSED = 4
+"""The job's state refuses the action: not retryable, not cancellable, no such step."""
+
+_EXIT_CODES: list[tuple[type[JobsError], int]] = [
+    (JobNotFound, EXIT_NOT_FOUND),
+    (UnknownKind, EXIT_NOT_FOUND),
+    (NotRetryable, EXIT_REFUSED),
+    (NotCancellable, EXIT_REFUSED),
+    (JobDuplicate, EXIT_REFUSED),
+    (OutboxNoTransaction, EXIT_REFUSED),
+    (InvalidPayload, EXIT_BAD_INPUT),
+    (InvalidDuration, EXIT_BAD_INPUT),
+    (InvalidSchedule, EXIT_BAD_INPUT),
+]
+
+
+class BadInput(JobsError, ValueError):
+    """An argument of the command is malformed."""
+
+    code = "BAD_INPUT"
+
+
+def exit_code(error: JobsError) -> int:
+    """The exit status ``manage.py jobs`` uses for ``error``."""
+    if isinstance(error, BadInput):
+        return EXIT_BAD_INPUT
+    for cls, code in _EXIT_CODES:
+        if isinstance(error, cls):
+            return code
+    return EXIT_ERROR
+
+
+def parse_json(text: str | None, *, option: str) -> Any:
+    """Parse the JSON given to ``option``; None when the option was not given."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise BadInput(
+            f"{option} is not valid JSON ({exc}). Quote it for the shell, e.g. "
+            f'{option} \'{{"video": "intro"}}\'.'
+        ) from None
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def list_jobs(
+    *,
+    state: str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    limit: int = 100,
+) -> list[Job]:
+    """The newest jobs first, filtered like ``GET /``."""
+    if state is not None and state not in JobState.values:
+        raise BadInput(f"--state {state!r} is not a job state; use one of: {_states()}.")
+    if limit < 1:
+        raise BadInput(f"--limit must be at least 1, not {limit}.")
+    jobs = Job.objects.using(jobs_settings.DATABASE).order_by("-id")
+    if state is not None:
+        jobs = jobs.filter(state=state)
+    if kind is not None:
+        jobs = jobs.filter(kind=kind)
+    if queue is not None:
+        jobs = jobs.filter(queue=queue)
+    return list(jobs[:limit])
+
+
+def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, Any]]:
+    """Every schedule, as the API shows it, with its next ``runs`` occurrences."""
+    from ..engine.cron import next_runs
+
+    now = now or clock.now()
+    rows = []
+    for item in Schedule.objects.using(jobs_settings.DATABASE).order_by("name"):
+        row = {
+            "id": item.pk,
+            "name": item.name,
+            "cron": item.cron,
+            "tz": item.tz,
+            "kind": item.kind,
+            "payload": item.payload,
+            "catch_up": item.catch_up,
+            "enabled": item.enabled,
+            "owner": item.owner_id,
+            "declared": item.declared,
+            "last_fired_at": _iso(item.last_fired_at),
+            "next_run_at": _iso(item.next_run_at),
+            "created_at": _iso(item.created_at),
+            "next_runs": [],
+            "error": None,
+        }
+        if item.enabled:
+            try:
+                row["next_runs"] = [_iso(t) for t in next_runs(item.cron, item.tz, now, runs)]
+            except InvalidSchedule as exc:
+                row["error"] = exc.message
+        rows.append(row)
+    return rows
+
+
+# --- acting ----------------------------------------------------------------------------------
+
+
+def enqueue(
+    kind: str,
+    payload: Any = None,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    delay: str | None = None,
+) -> Job:
+    """Enqueue one job as an operator would, in its own transaction (the outbox commits it)."""
+    handle = lookup(kind)
+    with transaction.atomic(using=jobs_settings.DATABASE):
+        return handle.enqueue(payload, queue=queue, priority=priority, delay=delay)
+
+
+def prune(
+    older_than: str | None,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+) -> PruneResult:
+    """Delete ended jobs older than ``older_than`` (default: ``JOBS["RETENTION"]``)."""
+    from ..retention import prune as prune_jobs
+
+    period = parse_duration(_older_than(older_than), name="--older-than")
+    if batch_size < 1:
+        raise BadInput(f"--batch-size must be at least 1, not {batch_size}.")
+    return prune_jobs(period, batch_size=batch_size, progress=progress)
+
+
+def prune_dry_run(older_than: str | None) -> PruneResult:
+    """What ``prune`` would delete now, counted; nothing is deleted."""
+    from ..models import JobStep
+    from ..retention import expired
+
+    period = parse_duration(_older_than(older_than), name="--older-than")
+    cutoff = clock.now() - period
+    jobs = Job.objects.using(jobs_settings.DATABASE).filter(expired(cutoff))
+    steps = JobStep.objects.using(jobs_settings.DATABASE).filter(job__in=jobs)
+    return PruneResult(cutoff=cutoff, jobs=jobs.count(), steps=steps.count())
+
+
+def _older_than(value: str | None) -> str:
+    if value is not None:
+        return value
+    if jobs_settings.RETENTION is None:
+        raise BadInput(
+            'Say how old: --older-than 30d (or set JOBS["RETENTION"] = "30d" in settings).'
+        )
+    return jobs_settings.RETENTION
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+
+def _states() -> str:
+    return ", ".join(JobState.values)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

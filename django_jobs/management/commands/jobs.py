@@ -1,0 +1,295 @@
+"""``manage.py jobs <command>``: thin; the work is in ``django_jobs.cli`` and ``operations``.
+
+Exit status: 0 ok, 1 unexpected error, 2 bad usage or input, 3 unknown job id or kind,
+4 refused by the job's state (see ``django_jobs.cli``). ``--json`` prints exactly one JSON
+document on stdout; progress lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import cli, clock, operations
+from ...cli import render
+from ...cli.drain import drain
+from ...exceptions import JobsError
+from ...serialize import job_json
+from ...stats import queue_stats
+from ...types import JobState
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+class Command(BaseCommand):
+    help = (
+        "Operate the job queue: list, inspect, retry, cancel, resolve, drain, stats, kinds, "
+        "schedules, wake, prune, enqueue. Exit status: 0 ok, 2 bad input, 3 not found, "
+        "4 refused."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+        def command(name: str, help_text: str, *, json_help: str | None = None) -> Any:
+            sub = commands.add_parser(name, help=help_text, description=help_text)
+            sub.add_argument(
+                "--json", action="store_true", help=json_help or "Print JSON instead of a table."
+            )
+            return sub
+
+        sub = command("list", "The newest jobs first.", json_help="Print an array of job JSON.")
+        sub.add_argument("--state", help=f"Only jobs in this state ({', '.join(JobState.values)}).")
+        sub.add_argument("--kind", help="Only jobs of this kind.")
+        sub.add_argument("--queue", help="Only jobs on this queue.")
+        sub.add_argument("--limit", type=int, default=100, help="At most this many (100).")
+
+        sub = command(
+            "inspect",
+            "One job: its row, steps trace and log.",
+            json_help="Print the job JSON with steps and log.",
+        )
+        sub.add_argument("id", type=int, help="The job id.")
+
+        sub = command("retry", "Queue a failed, blocked or cancelled job again.")
+        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument(
+            "--from-step",
+            metavar="NAME",
+            help="Forget this step and the ones after it, so they run again.",
+        )
+
+        sub = command("cancel", "Cancel a job (a running one stops at its next check).")
+        sub.add_argument("id", type=int, help="The job id.")
+
+        sub = command("resolve", "Settle a step left unknown: completed (with --value) or failed.")
+        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("--step", required=True, metavar="NAME", help="The step's name.")
+        sub.add_argument(
+            "--as",
+            dest="as_",
+            required=True,
+            choices=["completed", "failed"],
+            help="What really happened.",
+        )
+        sub.add_argument("--value", metavar="JSON", help="The step's result, as JSON.")
+
+        sub = command(
+            "drain",
+            "Run due jobs in this process; report what ran.",
+            json_help="Print an array of job JSON, one per run.",
+        )
+        sub.add_argument("--limit", type=int, default=32, help="Run at most this many (32).")
+        sub.add_argument(
+            "--queue",
+            action="append",
+            metavar="Q",
+            help="Only this queue (repeat, or separate with commas).",
+        )
+        sub.add_argument("--engine", help="Only kinds of this engine (default: all).")
+
+        command(
+            "stats",
+            "Counts per queue and state, oldest due age, pickup latency.",
+            json_help="Print what GET stats/ returns.",
+        )
+        command(
+            "kinds",
+            "The manifest: every registered kind.",
+            json_help="Print an array of describe() rows.",
+        )
+        command(
+            "schedules",
+            "Cron schedules and their next runs.",
+            json_help="Print an array of schedules with next_runs.",
+        )
+        command("wake", "Re-ask every waiting job now.", json_help='Print {"woken": N}.')
+
+        sub = command(
+            "prune",
+            "Delete ended jobs (succeeded, failed, cancelled) and their steps.",
+            json_help="Print {cutoff, jobs, steps, more}.",
+        )
+        sub.add_argument(
+            "--older-than",
+            metavar="DURATION",
+            help='Ended more than this long ago, e.g. "30d" (default: JOBS["RETENTION"]).',
+        )
+        sub.add_argument(
+            "--batch-size",
+            type=int,
+            default=cli.DEFAULT_BATCH_SIZE,
+            help=f"Jobs deleted per transaction ({cli.DEFAULT_BATCH_SIZE}).",
+        )
+        sub.add_argument(
+            "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
+        )
+
+        sub = command(
+            "enqueue",
+            "Enqueue a job of a kind, as an operator.",
+            json_help="Print the job JSON (with deduped).",
+        )
+        sub.add_argument("kind", help="The kind to enqueue.")
+        sub.add_argument("--payload", metavar="JSON", help="The payload, as JSON.")
+        sub.add_argument("--queue", help="Another queue than the kind's.")
+        sub.add_argument("--priority", type=int, help="Lower runs first.")
+        sub.add_argument("--delay", metavar="DURATION", help='Run after this long, e.g. "5m".')
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.as_json = options["json"]
+        self.verbosity = options["verbosity"]
+        try:
+            getattr(self, "do_" + options["command"])(options)
+        except JobsError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}", returncode=cli.exit_code(exc)) from exc
+
+    # -- output -----------------------------------------------------------------------------
+
+    def emit(self, data: Any, text: Callable[[], str]) -> None:
+        """Print ``data`` as JSON with --json, otherwise the human ``text()``."""
+        if self.as_json:
+            self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        else:
+            self.stdout.write(text())
+
+    def progress(self, line: str) -> None:
+        if self.verbosity >= 1:
+            self.stderr.write(line, style_func=_plain)
+            self.stderr.flush()
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def do_list(self, options: dict[str, Any]) -> None:
+        jobs = cli.list_jobs(
+            state=options["state"],
+            kind=options["kind"],
+            queue=options["queue"],
+            limit=options["limit"],
+        )
+        rows = [job_json(job) for job in jobs]
+        self.emit(rows, lambda: render.render_jobs(rows, clock.now()))
+
+    def do_inspect(self, options: dict[str, Any]) -> None:
+        detail = operations.inspect_job(options["id"])
+        self.emit(detail, lambda: render.render_job(detail, clock.now()))
+
+    def do_retry(self, options: dict[str, Any]) -> None:
+        row = operations.retry(options["id"], from_step=options["from_step"])
+        self.emit(
+            row,
+            lambda: (
+                f"Job #{row['id']} ({row['kind']}) is queued again: attempt {row['attempts'] + 1} "
+                f"of up to {row['max_attempts']}."
+            ),
+        )
+
+    def do_cancel(self, options: dict[str, Any]) -> None:
+        row = operations.cancel(options["id"])
+        if row["state"] == "running":
+            text = (
+                f"Cancellation of job #{row['id']} requested: it is running, and stops at "
+                "its next ctx.check_cancelled()."
+            )
+        else:
+            text = f"Job #{row['id']} ({row['kind']}) is cancelled."
+        self.emit(row, lambda: text)
+
+    def do_resolve(self, options: dict[str, Any]) -> None:
+        value = cli.parse_json(options["value"], option="--value")
+        row = operations.resolve(options["id"], options["step"], options["as_"], value)
+        self.emit(
+            row,
+            lambda: (
+                f"Step {options['step']!r} of job #{row['id']} is {options['as_']}; "
+                f"the job is {row['state']}."
+            ),
+        )
+
+    def do_drain(self, options: dict[str, Any]) -> None:
+        queues = [q.strip() for arg in options["queue"] or [] for q in arg.split(",") if q.strip()]
+        limit = options["limit"]
+
+        def report(n: int, job: Any) -> None:
+            self.progress(f"ran {n}/{limit}: #{job.pk} {job.kind} -> {job.state}")
+
+        ran = drain(limit=limit, queues=queues or None, engine=options["engine"], progress=report)
+        rows = [job_json(job) for job in ran]
+
+        def text() -> str:
+            if not rows:
+                return "Nothing is due."
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row["state"]] = counts.get(row["state"], 0) + 1
+            summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+            more = " (the limit stopped it; more may be due)" if len(rows) >= limit else ""
+            table = render.render_jobs(rows, clock.now())
+            return f"{table}\n\nRan {len(rows)} job(s): {summary}{more}."
+
+        self.emit(rows, text)
+
+    def do_stats(self, options: dict[str, Any]) -> None:
+        stats = queue_stats()
+        self.emit(stats, lambda: render.render_stats(stats))
+
+    def do_kinds(self, options: dict[str, Any]) -> None:
+        rows = operations.describe_kinds()
+        self.emit(rows, lambda: render.render_kinds(rows))
+
+    def do_schedules(self, options: dict[str, Any]) -> None:
+        now = clock.now()
+        rows = cli.schedules(now=now)
+        self.emit(rows, lambda: render.render_schedules(rows, now))
+
+    def do_wake(self, options: dict[str, Any]) -> None:
+        woken = operations.wake_waiting()
+        self.emit({"woken": woken}, lambda: f"Woke {woken} waiting job(s).")
+
+    def do_prune(self, options: dict[str, Any]) -> None:
+        if options["dry_run"]:
+            result = cli.prune_dry_run(options["older_than"])
+            self.emit(
+                result.as_json(),
+                lambda: (
+                    f"Would delete {result.jobs} ended job(s) and {result.steps} step(s) that "
+                    f"ended before {result.cutoff.isoformat()}."
+                ),
+            )
+            return
+        result = cli.prune(
+            options["older_than"],
+            batch_size=options["batch_size"],
+            progress=lambda done, total: self.progress(f"pruned {done}/{total}"),
+        )
+        self.emit(
+            result.as_json(),
+            lambda: (
+                f"Deleted {result.jobs} ended job(s) and {result.steps} step(s) that ended before "
+                f"{result.cutoff.isoformat()}."
+            ),
+        )
+
+    def do_enqueue(self, options: dict[str, Any]) -> None:
+        payload = cli.parse_json(options["payload"], option="--payload")
+        job = cli.enqueue(
+            options["kind"],
+            payload,
+            queue=options["queue"],
+            priority=options["priority"],
+            delay=options["delay"],
+        )
+        row = job_json(job, deduped=job.deduped)
+        if job.deduped:
+            text = (
+                f"A live job with the same idempotency key exists: #{job.pk} "
+                f"({job.kind}, {job.state}); nothing new was enqueued."
+            )
+        else:
+            text = f"Enqueued job #{job.pk} ({job.kind}) on queue {job.queue!r}."
+        self.emit(row, lambda: text)
