@@ -12,6 +12,7 @@ from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from .api.views import JobViewSet, ScheduleViewSet, SchemaView, not_found
+from .metrics import metrics_view
 
 app_name = "django_jobs"
 
@@ -22,6 +23,7 @@ router.register("", JobViewSet, basename="job")
 
 urlpatterns = [
     path("schema/", SchemaView.as_view(), name="schema"),
+    path("metrics/", metrics_view, name="metrics"),
     # The Server-Sent Events stream (GET events/) is included here, before router.urls.
     path("events/", include("django_jobs.events.urls")),
     *router.urls,
