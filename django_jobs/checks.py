@@ -49,7 +49,7 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
             f'JOBS["OUTBOX"] = {value["OUTBOX"]!r} is not "auto" or "required".',
             id="django_jobs.E003",
         ))
-    for key in ("LEASE", "SCHEDULE_GRACE", "POLL_INTERVAL"):
+    for key in ("LEASE", "SCHEDULE_GRACE", "POLL_INTERVAL", "RETENTION"):
         if value.get(key) is None:
             continue
         try:

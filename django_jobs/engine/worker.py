@@ -277,6 +277,7 @@ class Worker:
         next_beat = next_flush = time.monotonic()
         next_rescue = time.monotonic() + rescue_every
         next_tick = time.monotonic() + 1.0
+        next_prune = time.monotonic() + 60.0
         done = False
         try:
             while not done:
@@ -310,6 +311,9 @@ class Worker:
                 if self.scheduler and not self.burst and now >= next_tick:
                     self._tick_schedules()
                     next_tick = now + 1.0
+                if self.scheduler and not self.burst and now >= next_prune:
+                    self._prune()
+                    next_prune = now + 60.0
         finally:
             connections.close_all()
 
@@ -378,6 +382,15 @@ class Worker:
         if fired:
             logger.info("Scheduler fired %s occurrence(s).", len(fired))
             self.wake.set()
+
+    def _prune(self) -> None:
+        """Apply JOBS["RETENTION"] (workers that run the scheduler do it, once a minute)."""
+        from ..retention import prune_expired
+
+        try:
+            self._retry_db(lambda: prune_expired(clock.now()))
+        except Exception:  # retention must never stop the worker
+            logger.exception("Pruning expired jobs failed; retrying in a minute.")
 
     def _rescue(self) -> None:
         rescued = self._retry_db(
