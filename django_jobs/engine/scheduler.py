@@ -36,26 +36,47 @@ def sync_declared(now: datetime) -> None:
     rows = {s.name: s for s in Schedule.objects.using(alias).filter(declared=True)}
     for name, handle in handles.items():
         row = rows.get(name)
-        fields = {"cron": handle.cron, "tz": handle.tz, "kind": handle.kind,
-                  "payload": handle.payload, "catch_up": handle.catch_up}
+        fields = {
+            "cron": handle.cron,
+            "tz": handle.tz,
+            "kind": handle.kind,
+            "payload": handle.payload,
+            "catch_up": handle.catch_up,
+        }
         if row is None:
             if Schedule.objects.using(alias).filter(name=name).exists():
-                logger.warning("Declared schedule %r clashes with a run-time schedule of the "
-                               "same name; rename one of them.", name)
+                logger.warning(
+                    "Declared schedule %r clashes with a run-time schedule of the "
+                    "same name; rename one of them.",
+                    name,
+                )
                 continue
             Schedule.objects.using(alias).create(
-                name=name, declared=True, enabled=True, synced_at=now, checked_until=now,
-                next_run_at=_next(handle.cron, handle.tz, now), **fields,
+                name=name,
+                declared=True,
+                enabled=True,
+                synced_at=now,
+                checked_until=now,
+                next_run_at=_next(handle.cron, handle.tz, now),
+                **fields,
             )
-        elif any(getattr(row, k) != v for k, v in fields.items()) or not row.enabled:
-            for key, value in fields.items():
-                setattr(row, key, value)
-            row.enabled = True
-            row.next_run_at = _next(row.cron, row.tz, now)
-            row.save(using=alias)
+        else:
+            # Back in code after it was removed (synced_at cleared below): enable it again. A
+            # schedule an operator paused stays paused, even when its code changes.
+            returned = not row.enabled and row.synced_at is None
+            if returned or any(getattr(row, k) != v for k, v in fields.items()):
+                for key, value in fields.items():
+                    setattr(row, key, value)
+                if returned:
+                    # Occurrences from while it was gone are not caught up.
+                    row.enabled, row.synced_at, row.checked_until = True, now, now
+                row.next_run_at = _next(row.cron, row.tz, now) if row.enabled else None
+                row.save(using=alias)
     gone = [name for name in rows if name not in handles]
     if gone:
-        Schedule.objects.using(alias).filter(declared=True, name__in=gone).update(enabled=False)
+        Schedule.objects.using(alias).filter(declared=True, name__in=gone).update(
+            enabled=False, synced_at=None
+        )
 
 
 def _next(cron: str, tz: str, after: datetime) -> datetime | None:
@@ -87,8 +108,12 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
         return []
     try:
         due = due_occurrences(
-            row.cron, row.tz, since=since, now=now,
-            grace=jobs_settings.schedule_grace, catch_up=row.catch_up,
+            row.cron,
+            row.tz,
+            since=since,
+            now=now,
+            grace=jobs_settings.schedule_grace,
+            catch_up=row.catch_up,
         )
     except JobsError as exc:
         logger.error("Schedule %r is invalid and was skipped: %s", row.name, exc)
@@ -96,22 +121,32 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
     handle = get(row.kind)
     jobs: list[Job] = []
     if due and handle is None:
-        logger.error("Schedule %r fires kind %r, which is not registered; %s occurrence(s) "
-                     "skipped. Define the kind or disable the schedule.", row.name, row.kind,
-                     len(due))
+        logger.error(
+            "Schedule %r fires kind %r, which is not registered; %s occurrence(s) "
+            "skipped. Define the kind or disable the schedule.",
+            row.name,
+            row.kind,
+            len(due),
+        )
         due = []
     for occurrence in due:
         try:
             with transaction.atomic(using=alias):
-                jobs.append(handle.enqueue(  # type: ignore[union-attr]
-                    row.payload,
-                    owner=row.owner_id,
-                    run_at=occurrence,
-                    idempotency_key=f"schedule:{row.name}:{occurrence.isoformat()}",
-                ))
+                jobs.append(
+                    handle.enqueue(  # type: ignore[union-attr]
+                        row.payload,
+                        owner=row.owner_id,
+                        run_at=occurrence,
+                        idempotency_key=f"schedule:{row.name}:{occurrence.isoformat()}",
+                    )
+                )
         except JobsError as exc:
-            logger.error("Schedule %r could not enqueue its %s occurrence: %s", row.name,
-                         occurrence.isoformat(), exc)
+            logger.error(
+                "Schedule %r could not enqueue its %s occurrence: %s",
+                row.name,
+                occurrence.isoformat(),
+                exc,
+            )
     row.checked_until = now
     if jobs:
         row.last_fired_at = due[-1]
