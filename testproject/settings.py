@@ -140,17 +140,24 @@ EVENTSTREAM_STORAGE_CLASS = "django_jobs.events.sse.JobEventStorage"
 # The fleet option, through Redis: JOBS_EVENTS_REDIS=redis://host:port/db (the Redis tests).
 if os.environ.get("JOBS_EVENTS_REDIS"):
     _events_redis = urlparse(os.environ["JOBS_EVENTS_REDIS"])
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    # Reconnect once on a dropped connection (pooled connections are stale after a Redis
+    # restart), and read longer than channels-redis's 5 s blocking pop (redis-py 8 defaults
+    # to a 5 s socket timeout).
+    _events_redis_resilience = {"retry_on_error": [RedisConnectionError], "socket_timeout": 15}
     EVENTSTREAM_REDIS = {
         "host": _events_redis.hostname or "127.0.0.1",
         "port": _events_redis.port or 6379,
         "db": int(_events_redis.path.lstrip("/") or 0),
         "socket_connect_timeout": 1,
+        **_events_redis_resilience,
     }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [os.environ["JOBS_EVENTS_REDIS"]],
+                "hosts": [{"address": os.environ["JOBS_EVENTS_REDIS"], **_events_redis_resilience}],
                 "prefix": os.environ.get("JOBS_EVENTS_REDIS_PREFIX", "asgi"),
             },
         }

@@ -285,7 +285,7 @@ class SSEClient:
                         data.append(value)
                     else:
                         fields[name] = value
-        except (OSError, ValueError):
+        except Exception:  # closed under it (IncompleteRead, OSError...): the stream ended
             pass
         finally:
             self.events.put(None)

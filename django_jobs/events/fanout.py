@@ -1,0 +1,196 @@
+"""Handing stored events to the two transports, addressed.
+
+- SSE: ``django_eventstream.send_event`` on each of the event's channels. The event's id is its
+  row id (``JobEventStorage`` hands it to eventstream), so live delivery and ``Last-Event-ID``
+  replay agree. Without ``EVENTSTREAM_REDIS`` send_event reaches this process's listeners;
+  with it, every web process's listeners, through Redis.
+- WebSocket: ``group_send`` of ``{"type": "jobs.event", "text": <JSON>}`` on each of the
+  event's groups of the default Channels layer.
+
+Who calls them: without Redis, each web process's relay (``relay.py``) reads the rows and
+delivers them locally. With Redis (``EVENTSTREAM_REDIS`` for SSE, a layer other than
+``InMemoryChannelLayer`` for the WebSocket), the process that stored the rows publishes them
+once, from ``FleetPublisher``'s own thread: a Redis that is down or slow never holds up storing
+events, and never a job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from django.conf import settings
+
+from .payloads import WS_MESSAGE_TYPE, sse_channels, ws_groups
+from .store import StoredEvent
+
+logger = logging.getLogger("django_jobs.events")
+
+
+def sse_uses_redis() -> bool:
+    """True when eventstream publishes through Redis (``EVENTSTREAM_REDIS`` is set)."""
+    return hasattr(settings, "EVENTSTREAM_REDIS")
+
+
+def channel_layer() -> Any:
+    """The default Channels layer, or None when none is configured (or it cannot be built)."""
+    try:
+        from channels.layers import get_channel_layer
+
+        return get_channel_layer()
+    except Exception:
+        logger.warning(
+            "The Channels layer cannot be built; WebSocket events are off.", exc_info=True
+        )
+        return None
+
+
+def layer_is_local(layer: Any) -> bool:
+    """True for a layer that only reaches consumers of this process (``InMemoryChannelLayer``)."""
+    from channels.layers import InMemoryChannelLayer
+
+    return isinstance(layer, InMemoryChannelLayer)
+
+
+def fleet_transports() -> set[str]:
+    """The transports that span processes through Redis: ``"sse"``, ``"ws"``, both or none."""
+    transports = {"sse"} if sse_uses_redis() else set()
+    layer = channel_layer()
+    if layer is not None and not layer_is_local(layer):
+        transports.add("ws")
+    return transports
+
+
+def send_sse(rows: list[StoredEvent]) -> None:
+    """``send_event`` each row on its channels, with its row id as the event id."""
+    from django_eventstream import send_event
+
+    from .sse import relaying
+
+    for row in rows:
+        for channel in sse_channels(row.owner):
+            with relaying(row):
+                send_event(channel, row.type, row.data, json_encode=False)
+
+
+def ws_messages(rows: list[StoredEvent]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (group, {"type": WS_MESSAGE_TYPE, "text": row.data})
+        for row in rows
+        for group in ws_groups(row.owner)
+    ]
+
+
+async def send_ws(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """``group_send`` the messages one after the other (in order)."""
+    for group, message in messages:
+        await layer.group_send(group, message)
+
+
+class FleetPublisher:
+    """Publishes stored events to Redis, from a thread of its own (see the module)."""
+
+    #: After a failure, the next try waits this long (the failed events stay in the database).
+    RETRY_AFTER = 1.0
+    #: Batches kept while the publisher is behind; the oldest are dropped past this.
+    MAX_BACKLOG = 1000
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._backlog: deque[list[StoredEvent]] = deque(maxlen=self.MAX_BACKLOG)
+        self._thread: threading.Thread | None = None
+        self._busy = False
+        self._paused_until = {"sse": 0.0, "ws": 0.0}
+        self._down: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def publish(self, rows: list[StoredEvent]) -> None:
+        """Publish ``rows`` soon, if a transport spans processes; otherwise do nothing."""
+        if not rows or not fleet_transports():
+            return
+        with self._cond:
+            self._backlog.append(rows)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="django_jobs-events-publisher", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every batch handed over was published (or skipped)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._backlog or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        while True:
+            with self._cond:
+                while not self._backlog:
+                    self._cond.wait()
+                rows = self._backlog.popleft()
+                self._busy = True
+            try:
+                self._publish(rows)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _publish(self, rows: list[StoredEvent]) -> None:
+        if sse_uses_redis():
+            self._attempt("sse", lambda: send_sse(rows))
+        layer = channel_layer()
+        if layer is not None and not layer_is_local(layer):
+            loop = self._loop
+            assert loop is not None
+            self._attempt("ws", lambda: loop.run_until_complete(send_ws(layer, ws_messages(rows))))
+
+    def _attempt(self, transport: str, send: Any) -> None:
+        wait = self._paused_until[transport] - time.monotonic()
+        if wait > 0:  # the last try failed just now: give the transport a moment
+            time.sleep(wait)
+        for attempt in (1, 2):  # a second try gets a fresh connection (stale after a restart)
+            try:
+                send()
+            except Exception:
+                if attempt == 1:
+                    continue
+                self._failed(transport)
+                return
+            break
+        if transport in self._down:
+            self._down.discard(transport)
+            logger.warning("Live events are published over %s again.", _NAMES[transport])
+
+    def _failed(self, transport: str) -> None:
+        """Give up on this batch and on those queued behind it: they were made while the
+        transport was away, and they are in the rows (SSE clients catch up from there once
+        their server's subscription is back; WebSocket clients reload)."""
+        self._paused_until[transport] = time.monotonic() + self.RETRY_AFTER
+        with self._cond:
+            self._backlog.clear()
+        if transport not in self._down:
+            self._down.add(transport)
+            logger.warning(
+                "Cannot publish live events over %s; jobs go on, the events stay in the "
+                "database for replay, and publishing resumes when it is back.",
+                _NAMES[transport],
+                exc_info=True,
+            )
+
+
+_NAMES = {"sse": "Redis (SSE)", "ws": "the Channels layer (WebSocket)"}
+
+
+fleet = FleetPublisher()

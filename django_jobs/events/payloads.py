@@ -1,0 +1,125 @@
+"""A job event as JSON, and who it is addressed to.
+
+One schema for both transports: an SSE event's ``data`` and a WebSocket frame are the same
+text, ``{"type", "job": <job JSON without payload/result>, "at"}``, plus ``"line"`` for
+``job.log``. The text is made once, when the event happens, and stored as is (the job row
+changes afterwards; the event keeps what was true then).
+
+Addresses: an event about a job reaches its owner and operators; an event about a job with
+no owner reaches operators only. Operators listen on one address that carries every event,
+so an operator who owns a job hears each of its events once.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from ..permissions_util import is_operator
+from ..serialize import job_json
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+EVENT_TYPES: tuple[str, ...] = (
+    "job.created",
+    "job.started",
+    "job.progress",
+    "job.log",
+    "job.waiting",
+    "job.succeeded",
+    "job.failed",
+    "job.blocked",
+    "job.cancelled",
+    "job.retrying",
+)
+
+#: django-eventstream channels (SSE): every event, and one user's events.
+OPERATORS_CHANNEL = "jobs-operators"
+USER_CHANNEL_PREFIX = "jobs-user-"
+#: Channels layer groups (WebSocket), the same two addresses.
+OPERATORS_GROUP = "django_jobs.operators"
+USER_GROUP_PREFIX = "django_jobs.user."
+#: The Channels message type of a relayed event; ``JobEventsConsumer.jobs_event`` handles it.
+WS_MESSAGE_TYPE = "jobs.event"
+
+
+def event_data(event_type: str, job: Job, at: datetime, line: str | None = None) -> dict[str, Any]:
+    """The event as a dict: ``type``, ``job`` (no payload, no result), ``at`` and maybe ``line``."""
+    data: dict[str, Any] = {
+        "type": event_type,
+        "job": job_json(job, payload=False),
+        "at": at.isoformat(),
+    }
+    if event_type == "job.log":
+        data["line"] = line
+    return data
+
+
+def snapshot(job: Job) -> Job:
+    """A copy of ``job`` as it is now, cheap to take (its fields, not its related objects):
+    the event's JSON is made from it later, off the publishing thread."""
+    copy = type(job).__new__(type(job))
+    copy.__dict__.update(job.__dict__)
+    return copy
+
+
+def encode(data: dict[str, Any]) -> str:
+    """The wire text of an event (compact JSON)."""
+    return json.dumps(data, cls=DjangoJSONEncoder, separators=(",", ":"))
+
+
+def owner_key(owner_id: Any) -> str | None:
+    """How an owner is stored on an event row and named in addresses: its pk as text."""
+    return None if owner_id is None else str(owner_id)
+
+
+def sse_channels(owner: str | None) -> list[str]:
+    """The eventstream channels an event reaches: operators', and its owner's if it has one."""
+    return [OPERATORS_CHANNEL] if owner is None else [OPERATORS_CHANNEL, user_channel(owner)]
+
+
+def ws_groups(owner: str | None) -> list[str]:
+    """The Channels groups an event reaches: operators', and its owner's if it has one."""
+    return [OPERATORS_GROUP] if owner is None else [OPERATORS_GROUP, USER_GROUP_PREFIX + owner]
+
+
+def user_channel(owner: str) -> str:
+    return USER_CHANNEL_PREFIX + owner
+
+
+def channel_owner(channel: str) -> str | None:
+    """The owner a user channel belongs to; ``None`` for the operators' channel."""
+    if channel.startswith(USER_CHANNEL_PREFIX):
+        return channel[len(USER_CHANNEL_PREFIX) :]
+    return None
+
+
+def is_jobs_channel(channel: str) -> bool:
+    return channel == OPERATORS_CHANNEL or channel.startswith(USER_CHANNEL_PREFIX)
+
+
+def channel_for_user(user: Any) -> str | None:
+    """The one SSE channel a signed-in user listens on; ``None`` for anonymous."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return OPERATORS_CHANNEL if is_operator(user) else user_channel(str(user.pk))
+
+
+def group_for_user(user: Any) -> str | None:
+    """The one Channels group a signed-in user's WebSocket joins; ``None`` for anonymous."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return OPERATORS_GROUP if is_operator(user) else USER_GROUP_PREFIX + str(user.pk)
+
+
+def may_read_channel(user: Any, channel: str) -> bool:
+    """May ``user`` read this jobs channel? Operators read every one; a member only their own."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    if is_operator(user):
+        return True
+    return channel == user_channel(str(user.pk))

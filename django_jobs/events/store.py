@@ -1,0 +1,159 @@
+"""Every statement on the event rows (``JobEventRecord``): insert, read after an id, prune.
+
+Ids are the order of events. On PostgreSQL an insert batch takes a transaction-level advisory
+lock, so batches commit in id order: a reader that has seen id N never sees a smaller id
+commit later, and "everything after my last id" is a complete answer. SQLite serializes
+writers anyway. The NOTIFY (PostgreSQL) is delivered on commit and wakes the relays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from ..models import JobEventRecord
+
+#: The NOTIFY channel relays LISTEN on.
+NOTIFY_CHANNEL = "django_jobs_events"
+#: A fixed advisory-lock key for writing event rows ("djobevent" as digits).
+WRITE_LOCK = 3_562_623_836_858
+TABLE = JobEventRecord._meta.db_table
+COLUMNS = "type, job_id, owner, data, created_at"
+RETURNING = "id, type, job_id, owner, data"
+#: Rows per INSERT on SQLite: 5 bound variables each, under SQLite's 32,766.
+SQLITE_CHUNK = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event not yet stored."""
+
+    type: str
+    job_id: int
+    owner: str | None
+    data: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event row: ``id`` is its event id, ``data`` the JSON text sent to clients."""
+
+    id: int
+    type: str
+    job_id: int
+    owner: str | None
+    data: str
+
+
+def insert(
+    alias: str, events: Sequence[NewEvent], *, ordered: bool = True, returning: bool = False
+) -> list[StoredEvent]:
+    """Store ``events`` in one transaction (a savepoint inside the caller's) and NOTIFY.
+
+    One statement for the batch (``unnest`` on PostgreSQL, a multi-row ``VALUES`` on SQLite).
+    ``ordered`` takes the write lock on PostgreSQL (see the module docstring); inside a longer
+    transaction of the caller pass ``ordered=False``, or the lock is held until it ends.
+    ``returning`` gives the stored events back (with their ids), oldest first.
+    """
+    if not events:
+        return []
+    connection = connections[alias]
+    back = f" RETURNING {RETURNING}" if returning else ""
+    stored: list[StoredEvent] = []
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            if ordered:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+            cursor.execute(
+                f"INSERT INTO {TABLE} ({COLUMNS}) SELECT * FROM unnest("
+                "%s::varchar[], %s::bigint[], %s::varchar[], %s::text[], %s::timestamptz[])" + back,
+                [
+                    [e.type for e in events],
+                    [e.job_id for e in events],
+                    [e.owner for e in events],
+                    [e.data for e in events],
+                    [e.created_at for e in events],
+                ],
+            )
+            if returning:
+                stored = [StoredEvent(*row) for row in cursor.fetchall()]
+            cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
+        else:
+            adapt = connection.ops.adapt_datetimefield_value
+            for start in range(0, len(events), SQLITE_CHUNK):
+                chunk = events[start : start + SQLITE_CHUNK]
+                params: list[Any] = []
+                for e in chunk:
+                    params += [e.type, e.job_id, e.owner, e.data, adapt(e.created_at)]
+                values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
+                cursor.execute(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values}{back}", params)
+                if returning:
+                    stored += [StoredEvent(*row) for row in cursor.fetchall()]
+    return sorted(stored, key=lambda event: event.id)
+
+
+def after(
+    alias: str,
+    last_id: int,
+    *,
+    upto: int | None = None,
+    owner: str | None = None,
+    limit: int = 500,
+) -> list[StoredEvent]:
+    """Events with ``last_id < id <= upto``, oldest first; only ``owner``'s when given."""
+    rows = JobEventRecord.objects.using(alias).filter(id__gt=last_id)
+    if upto is not None:
+        rows = rows.filter(id__lte=upto)
+    if owner is not None:
+        rows = rows.filter(owner=owner)
+    fields = ("id", "type", "job_id", "owner", "data")
+    return [StoredEvent(*row) for row in rows.order_by("id").values_list(*fields)[:limit]]
+
+
+def latest_id(alias: str) -> int:
+    """The id of the newest event; 0 when there is none."""
+    last = JobEventRecord.objects.using(alias).order_by("-id").values_list("id", flat=True)[:1]
+    return next(iter(last), 0)
+
+
+def oldest_id(alias: str) -> int | None:
+    first = JobEventRecord.objects.using(alias).order_by("id").values_list("id", flat=True)[:1]
+    return next(iter(first), None)
+
+
+def exists(alias: str, event_id: int) -> bool:
+    return JobEventRecord.objects.using(alias).filter(id=event_id).exists()
+
+
+def prune(alias: str, cutoff: datetime, *, batch_size: int = 5000) -> int:
+    """Delete events created before ``cutoff``, in batches of ids; return how many."""
+    deleted = 0
+    rows = JobEventRecord.objects.using(alias)
+    while True:
+        ids = list(
+            rows.filter(created_at__lt=cutoff)
+            .order_by("id")
+            .values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            return deleted
+        # No relation points at the rows and no signal listens: Django deletes them in one
+        # DELETE, without loading them.
+        count, _ = rows.filter(id__in=ids).delete()
+        deleted += count
+        if len(ids) < batch_size:
+            return deleted
+
+
+def listen_connection(alias: str) -> Any:
+    """A new autocommit psycopg connection LISTENing on ``NOTIFY_CHANNEL`` (PostgreSQL only)."""
+    db = connections[alias]
+    conn = db.get_new_connection(db.get_connection_params())
+    conn.autocommit = True
+    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+    return conn

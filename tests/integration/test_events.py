@@ -1,0 +1,398 @@
+"""Live events in one process: the JSON, the addresses, the rows, replay, retention, refusals.
+
+The rows are written by the ``job_event`` receiver. Inside a test's transaction (``db``) a row
+is written at once on that transaction; outside one (``transactional_db``) the writer thread
+stores it, and ``writer.flush()`` waits for that. Real servers and workers are in
+``test_events_live.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import timedelta
+
+import pytest
+import time_machine
+from asgiref.sync import async_to_sync
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from django_eventstream.eventrequest import EventRequest
+from django_eventstream.eventstream import get_events as eventstream_get_events
+from django_eventstream.storage import EventDoesNotExist
+from django_eventstream.views import Listener, get_listener_manager
+
+import django_jobs
+from django_jobs.engine.events import publish
+from django_jobs.events import prune_events
+from django_jobs.events.checks import check_live_events
+from django_jobs.events.fanout import send_sse
+from django_jobs.events.outbox import writer
+from django_jobs.events.payloads import (
+    EVENT_TYPES,
+    OPERATORS_CHANNEL,
+    OPERATORS_GROUP,
+    channel_for_user,
+    group_for_user,
+    may_read_channel,
+    sse_channels,
+    ws_groups,
+)
+from django_jobs.events.relay import relay
+from django_jobs.events.sse import JobEventStorage, JobsChannelManager, relaying
+from django_jobs.events.store import StoredEvent
+from django_jobs.models import Job, JobEventRecord
+from django_jobs.serialize import job_json
+from django_jobs.testing import run_until_idle
+from testproject.jobs import always_fail, hello, record
+
+JOB_KEYS = set(job_json(Job(kind="x"), payload=False))
+
+
+def rows_of(job: Job) -> list[JobEventRecord]:
+    return list(JobEventRecord.objects.filter(job_id=job.pk).order_by("id"))
+
+
+def data_of(row: JobEventRecord) -> dict:
+    return json.loads(row.data)
+
+
+def needs_file_database() -> None:
+    name = str(connection.settings_dict["NAME"])
+    if connection.vendor == "sqlite" and ("mode=memory" in name or name in ("", ":memory:")):
+        pytest.skip("a second connection needs a file or server database (SQLITE_TEST_PATH)")
+
+
+# -- the JSON -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_runs_events_carry_the_job_without_payload_or_result(
+    api_users, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        job = hello.as_user(api_users.member, "events")
+    publish("job.log", job, line="a line")
+    run_until_idle()
+
+    rows = rows_of(job)
+    assert [r.type for r in rows] == ["job.created", "job.log", "job.started", "job.succeeded"]
+    for row in rows:
+        data = data_of(row)
+        assert data["type"] == row.type
+        assert set(data) == (
+            {"type", "job", "at", "line"} if row.type == "job.log" else {"type", "job", "at"}
+        )
+        assert set(data["job"]) == JOB_KEYS  # no payload, no result
+        assert data["job"]["id"] == job.pk
+        assert data["job"]["owner"] == api_users.member.pk
+        assert row.owner == str(api_users.member.pk)
+    assert data_of(rows[1])["line"] == "a line"
+    states = [data_of(r)["job"]["state"] for r in rows]
+    assert states == ["queued", "queued", "running", "succeeded"]
+    succeeded = data_of(rows[-1])
+    assert succeeded["job"]["progress"] == {"stage": "done", "percent": 100}
+    assert succeeded["at"] == rows[-1].created_at.isoformat()
+
+
+@pytest.mark.django_db
+def test_retrying_failed_and_cancelled_events(api_users, django_capture_on_commit_callbacks):
+    failing = always_fail.enqueue({"n": 1})
+    run_until_idle()  # attempt 1 of 3 fails: queued again for its retry
+    assert [r.type for r in rows_of(failing)] == ["job.started", "job.retrying"]
+    assert data_of(rows_of(failing)[-1])["job"]["state"] == "queued"
+
+    for hours in (1, 2):  # attempts 2 and 3 fail, each after its delay: a dead letter
+        with time_machine.travel(timezone.now() + timedelta(hours=hours), tick=False):
+            run_until_idle()
+    types = [r.type for r in rows_of(failing)]
+    assert types[-1] == "job.failed"
+    assert data_of(rows_of(failing)[-1])["job"]["error"].startswith("MAX_ATTEMPTS")
+
+    queued = record.enqueue({"n": "cancel me"})
+    with django_capture_on_commit_callbacks(execute=True):
+        django_jobs.cancel(queued.pk)
+    assert [r.type for r in rows_of(queued)] == ["job.cancelled"]
+    assert data_of(rows_of(queued)[0])["job"]["state"] == "cancelled"
+    assert rows_of(queued)[0].owner is None
+
+
+def test_the_event_types_are_the_spec_s():
+    assert EVENT_TYPES == (
+        "job.created",
+        "job.started",
+        "job.progress",
+        "job.log",
+        "job.waiting",
+        "job.succeeded",
+        "job.failed",
+        "job.blocked",
+        "job.cancelled",
+        "job.retrying",
+    )
+
+
+# -- addresses ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_event_reaches_its_owner_and_operators_and_an_ownerless_one_operators_only(api_users):
+    member, other, operator = api_users.member, api_users.other, api_users.operator
+    mine = f"jobs-user-{member.pk}"
+    assert sse_channels(str(member.pk)) == [OPERATORS_CHANNEL, mine]
+    assert sse_channels(None) == [OPERATORS_CHANNEL]
+    assert ws_groups(str(member.pk)) == [OPERATORS_GROUP, f"django_jobs.user.{member.pk}"]
+    assert ws_groups(None) == [OPERATORS_GROUP]
+
+    # Each user listens on one address; operators' carries every event.
+    assert channel_for_user(member) == mine
+    assert channel_for_user(operator) == OPERATORS_CHANNEL
+    assert channel_for_user(api_users.superuser) == OPERATORS_CHANNEL
+    assert channel_for_user(api_users.staff) == f"jobs-user-{api_users.staff.pk}"
+    assert group_for_user(member) == f"django_jobs.user.{member.pk}"
+    assert group_for_user(operator) == OPERATORS_GROUP
+
+    manager = JobsChannelManager()
+    assert manager.can_read_channel(member, mine)
+    assert not manager.can_read_channel(other, mine)
+    assert not manager.can_read_channel(member, OPERATORS_CHANNEL)
+    assert manager.can_read_channel(operator, mine)
+    assert manager.can_read_channel(operator, OPERATORS_CHANNEL)
+    assert not manager.can_read_channel(None, mine)
+    assert not may_read_channel(None, OPERATORS_CHANNEL)
+    assert manager.can_read_channel(None, "someone-elses-channel")  # not ours: eventstream's
+
+
+@pytest.mark.django_db
+@override_settings(JOBS={"IS_OPERATOR": "tests.integration.test_events.is_named_boss"})
+def test_the_operator_test_is_jobs_is_operator(api_users, django_user_model):
+    boss = django_user_model.objects.create_user("boss")
+    assert channel_for_user(boss) == OPERATORS_CHANNEL
+    assert channel_for_user(api_users.operator) == f"jobs-user-{api_users.operator.pk}"
+
+
+def is_named_boss(user) -> bool:
+    return user.username == "boss"
+
+
+# -- the rows as eventstream's storage: replay ----------------------------------------------
+
+
+@pytest.mark.django_db
+def test_replay_after_an_id_gives_each_channel_its_own_events(
+    api_users, django_capture_on_commit_callbacks
+):
+    member, other = api_users.member, api_users.other
+    with django_capture_on_commit_callbacks(execute=True):
+        a = hello.as_user(member, "a")
+        b = hello.as_user(other, "b")
+        nobody = hello.enqueue("nobody")
+    run_until_idle()
+    storage = JobEventStorage()
+    everything = list(JobEventRecord.objects.order_by("id"))
+    assert storage.get_current_id(OPERATORS_CHANNEL) == everything[-1].pk
+
+    def replay(channel: str, last_id: int = 0, limit: int = 100) -> list[tuple[int, int]]:
+        return [
+            (e.id, json.loads(e.data)["job"]["id"])
+            for e in storage.get_events(channel, last_id, limit=limit)
+        ]
+
+    assert replay(f"jobs-user-{member.pk}") == [(r.pk, a.pk) for r in rows_of(a)]
+    assert replay(f"jobs-user-{other.pk}") == [(r.pk, b.pk) for r in rows_of(b)]
+    assert replay(OPERATORS_CHANNEL) == [(r.pk, r.job_id) for r in everything]
+    assert {job for _, job in replay(OPERATORS_CHANNEL)} == {a.pk, b.pk, nobody.pk}
+    # After an id: only what came later; at most ``limit``.
+    middle = everything[4].pk
+    assert replay(OPERATORS_CHANNEL, middle) == [(r.pk, r.job_id) for r in everything[5:]]
+    assert len(replay(OPERATORS_CHANNEL, 0, limit=2)) == 2
+    # An event's data is the row's text, as sent live.
+    first = storage.get_events(OPERATORS_CHANNEL, 0, limit=1)[0]
+    assert first.data == everything[0].data and first.type == everything[0].type
+
+
+@pytest.mark.django_db
+def test_eventstream_reads_a_reconnecting_clients_missed_events(api_users, rf):
+    """eventstream's own get_events over our storage: Last-Event-ID in, the missed rows out."""
+    with override_settings(EVENTSTREAM_STORAGE_CLASS="django_jobs.events.sse.JobEventStorage"):
+        member = api_users.member
+        job = hello.as_user(member, "missed")
+        run_until_idle()
+        rows = rows_of(job)
+        channel = f"jobs-user-{member.pk}"
+        request = rf.get("/", HTTP_LAST_EVENT_ID=f"{channel}:{rows[0].pk}")
+        request.user = member
+        event_request = EventRequest(request, view_kwargs={"channels": [channel]})
+        response = eventstream_get_events(event_request)
+        assert [e.id for e in response.channel_items[channel]] == [r.pk for r in rows[1:]]
+
+
+@pytest.mark.django_db
+def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
+    api_users, settings
+):
+    member = api_users.member
+    channel = f"jobs-user-{member.pk}"
+    storage = JobEventStorage()
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        old = hello.as_user(member, "old")
+        run_until_idle()
+    with time_machine.travel(start + timedelta(hours=23), tick=False):
+        recent = hello.as_user(member, "recent")
+        run_until_idle()
+    old_ids = [r.pk for r in rows_of(old)]
+    with time_machine.travel(start + timedelta(hours=25), tick=False):
+        assert prune_events() == len(old_ids)  # default retention: one day
+    assert rows_of(old) == [] and len(rows_of(recent)) == 2
+
+    with pytest.raises(EventDoesNotExist) as pruned:
+        storage.get_events(channel, old_ids[0])
+    assert pruned.value.current_id == rows_of(recent)[-1].pk
+    # The newest id of the channel is still a good place to resume from.
+    assert storage.get_events(channel, rows_of(recent)[0].pk)[0].id == rows_of(recent)[1].pk
+
+    settings.JOBS = {**settings.JOBS, "EVENT_RETENTION": "1h"}
+    with time_machine.travel(start + timedelta(hours=25), tick=False):
+        assert prune_events() == 2
+    settings.JOBS = {**settings.JOBS, "EVENT_RETENTION": None}
+    assert prune_events() == 0  # keep everything
+    assert prune_events(older_than="0s") == 0
+
+
+@pytest.mark.django_db
+def test_send_event_delivers_a_row_with_its_row_id(api_users):
+    """eventstream 5.3's send_event takes the event id from storage.append_event (pinned)."""
+    job = hello.as_user(api_users.member, "live")
+    run_until_idle()
+    row = rows_of(job)[-1]
+    stored = StoredEvent(row.pk, row.type, row.job_id, row.owner, row.data)
+    manager = get_listener_manager()
+    listener = Listener()
+    listener.loop = asyncio.new_event_loop()
+    listener.channels = {f"jobs-user-{api_users.member.pk}", OPERATORS_CHANNEL}
+    manager.add_listener(listener)
+    try:
+        send_sse([stored])
+    finally:
+        manager.remove_listener(listener)
+        listener.loop.close()
+    for channel in listener.channels:
+        (event,) = listener.channel_items[channel]
+        assert (event.id, event.type, event.data) == (row.pk, "job.succeeded", row.data)
+
+    storage = JobEventStorage()
+    with pytest.raises(ValueError, match="sent by django_jobs itself"):
+        storage.append_event(OPERATORS_CHANNEL, "job.progress", "{}")
+    with relaying(stored):
+        assert storage.append_event(OPERATORS_CHANNEL, row.type, row.data).id == row.pk
+    # Channels that are not ours are stored by eventstream's DjangoModelStorage.
+    first = storage.append_event("news", "message", '"hello"')
+    second = storage.append_event("news", "message", '"again"')
+    assert [e.id for e in storage.get_events("news", first.id)] == [second.id]
+
+
+# -- refusals -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_anonymous_clients_are_refused(client):
+    from channels.testing import WebsocketCommunicator
+
+    from testproject.asgi import application
+
+    response = client.get("/api/jobs/events/")
+    assert response.status_code == 401
+    assert response.json()["code"] == "NOT_AUTHENTICATED"
+    assert response["WWW-Authenticate"]
+
+    async def handshake():
+        communicator = WebsocketCommunicator(application, "/ws/jobs/")
+        connected, code = await communicator.connect()
+        await communicator.disconnect()
+        return connected, code
+
+    connected, _ = async_to_sync(handshake)()
+    assert connected is False
+
+
+@pytest.mark.django_db
+def test_refused_basic_credentials_are_a_401(client, api_users):
+    import base64
+
+    token = base64.b64encode(b"member:wrong").decode()
+    response = client.get("/api/jobs/events/", HTTP_AUTHORIZATION=f"Basic {token}")
+    assert response.status_code == 401
+    response = client.post("/api/jobs/events/")
+    assert response.status_code == 405
+
+
+# -- the writer thread and the relay (real commits: a second connection) -------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broken_event_store_never_fails_a_job_and_events_follow_once_it_is_back(caplog):
+    """The table is renamed away: the job succeeds, a warning is logged, and once the table
+    is back the writer stores what it kept."""
+    needs_file_database()
+    table = JobEventRecord._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    try:
+        with caplog.at_level(logging.WARNING, logger="django_jobs.events"):
+            job = record.enqueue({"n": "events away"})
+            ran = run_until_idle()
+            assert [j.state for j in ran] == ["succeeded"]
+            assert not writer.flush(timeout=0.5)  # kept in memory, not stored
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    assert "Cannot store" in caplog.text
+    assert writer.flush(timeout=10)
+    assert [r.type for r in rows_of(job)] == ["job.created", "job.started", "job.succeeded"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_relay_delivers_new_rows_to_listeners_in_order(api_users):
+    needs_file_database()
+    member = api_users.member
+    channel = f"jobs-user-{member.pk}"
+    manager = get_listener_manager()
+    loop = asyncio.new_event_loop()
+    listener = Listener()
+    listener.loop = loop
+    listener.channels = {channel}
+    relay.ensure_started()
+    manager.add_listener(listener)
+    try:
+        job = hello.as_user(member, "relayed")
+        run_until_idle()
+        assert writer.flush(timeout=10)
+        expected = [r.pk for r in rows_of(job)]
+
+        def delivered():
+            with manager.lock:
+                return [e.id for e in listener.channel_items.get(channel, [])]
+
+        from tests.conftest import wait_until
+
+        wait_until(lambda: delivered() == expected, timeout=10)
+        assert JobEventStorage().get_current_id(channel) >= expected[-1]
+    finally:
+        manager.remove_listener(listener)
+        relay.stop()
+        loop.close()
+
+
+# -- configuration --------------------------------------------------------------------------
+
+
+def test_the_system_checks_name_what_to_set(settings):
+    assert check_live_events() == []
+    del settings.EVENTSTREAM_STORAGE_CLASS
+    del settings.EVENTSTREAM_CHANNELMANAGER_CLASS
+    settings.JOBS = {"EVENT_RETENTION": "a while"}
+    ids = sorted(m.id for m in check_live_events())
+    assert ids == ["django_jobs.E101", "django_jobs.W101", "django_jobs.W102"]
