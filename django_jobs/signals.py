@@ -11,3 +11,9 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 job_event = Signal()
+
+#: Sent inside the admitting transaction with ``jobs`` (the new jobs) and ``alias``: a
+#: receiver that stores events writes their ``job.created`` here, so the event commits with
+#: the jobs and is stored before any worker can start them. ``job_event`` for ``job.created``
+#: still follows the commit, with ``stored=True``.
+jobs_admitted = Signal()

@@ -13,6 +13,7 @@ from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import InvalidPayload, JobDuplicate, OutboxNoTransaction
 from ..registry import ensure_json
+from ..signals import jobs_admitted
 from ..store import NewJob, get_store
 from .events import publish_after_commit
 
@@ -56,11 +57,18 @@ def admit(
         return []
     store = get_store(alias)
     # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
-    if connections[alias].in_atomic_block or not store.insert_is_one_statement:
+    # In our own transaction, event stores write job.created with the jobs (jobs_admitted);
+    # inside the caller's they write it after the commit, as other events.
+    own_transaction = not connections[alias].in_atomic_block
+    store_created = own_transaction and bool(jobs_admitted.receivers)
+    if not own_transaction or not store.insert_is_one_statement or store_created:
         # Inside the caller's transaction: a savepoint, so a failed insert leaves the
         # caller's transaction usable, as it would be without us.
         with transaction.atomic(using=alias):
             results = store.insert(rows)
+            created = [job for job, deduped in results if not deduped]
+            if created and store_created:
+                jobs_admitted.send(sender=type(created[0]), jobs=created, alias=alias)
     else:
         # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips.
         results = store.insert(rows)
@@ -79,7 +87,8 @@ def admit(
         returned.add(id(job))
         job.deduped = deduped
         if not deduped:
-            publish_after_commit("job.created", job, alias=alias)
+            stored = job.__dict__.pop("_created_event_stored", False)
+            publish_after_commit("job.created", job, alias=alias, stored=stored)
         jobs.append(job)
     return jobs
 

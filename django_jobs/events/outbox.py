@@ -69,9 +69,36 @@ def on_job_event(sender: Any, **kwargs: Any) -> None:
 
     It only copies the job's fields (a few microseconds); the JSON is made off this thread.
     """
+    if kwargs.get("stored"):  # job.created: already stored with the jobs (on_jobs_admitted)
+        return
     job = kwargs["job"]
     at = kwargs.get("at") or clock.now()
     writer.submit(Published(kwargs["type"], snapshot(job), at, kwargs.get("line")))
+
+
+def on_jobs_admitted(sender: Any, *, jobs: list[Job], alias: str, **kwargs: Any) -> None:
+    """Store ``job.created`` of new jobs in their admitting transaction, in one insert.
+
+    Sent only when the enqueue runs its own short transaction (the write lock that keeps event
+    ids in commit order is held until it commits). So the event exists before any worker can
+    see the job: a client never gets ``job.started`` before ``job.created``.
+    """
+    at = clock.now()
+    rows = [Published("job.created", snapshot(job), at, None).to_row() for job in jobs]
+    fleet = _fleet_publishes()
+    try:
+        stored = store.insert(alias, rows, ordered=True, returning=fleet)
+    except Exception:
+        # The insert ran in a savepoint: the jobs stand. Their job.created goes the usual way,
+        # after the commit, through the writer (which retries until the table is back).
+        logger.warning(
+            "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
+        )
+        return
+    for job in jobs:
+        job.__dict__["_created_event_stored"] = True
+    if fleet:
+        transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
 
 
 def retention() -> timedelta | None:
