@@ -20,35 +20,48 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        return [Error("JOBS must be a dict.", hint="Write JOBS = {...} in settings.",
-                      id="django_jobs.E001")]
+        return [
+            Error(
+                "JOBS must be a dict.",
+                hint="Write JOBS = {...} in settings.",
+                id="django_jobs.E001",
+            )
+        ]
     errors: list[CheckMessage] = []
     unknown = sorted(set(value) - set(DEFAULTS))
     if unknown:
-        errors.append(Error(
-            f"Unknown JOBS keys: {', '.join(unknown)}.",
-            hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
-            id="django_jobs.E001",
-        ))
+        errors.append(
+            Error(
+                f"Unknown JOBS keys: {', '.join(unknown)}.",
+                hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+                id="django_jobs.E001",
+            )
+        )
     alias = value.get("DATABASE", "default")
     if alias not in settings.DATABASES:
-        errors.append(Error(
-            f'JOBS["DATABASE"] = {alias!r} is not in DATABASES.',
-            hint=f"Use one of: {', '.join(settings.DATABASES)}.",
-            id="django_jobs.E002",
-        ))
+        errors.append(
+            Error(
+                f'JOBS["DATABASE"] = {alias!r} is not in DATABASES.',
+                hint=f"Use one of: {', '.join(settings.DATABASES)}.",
+                id="django_jobs.E002",
+            )
+        )
     elif connections[alias].vendor not in ("postgresql", "sqlite"):
-        errors.append(Error(
-            f'JOBS["DATABASE"] = {alias!r} is {connections[alias].vendor}; django_jobs needs '
-            "PostgreSQL or SQLite.",
-            hint="Point JOBS['DATABASE'] at a PostgreSQL or SQLite alias.",
-            id="django_jobs.E002",
-        ))
+        errors.append(
+            Error(
+                f'JOBS["DATABASE"] = {alias!r} is {connections[alias].vendor}; django_jobs needs '
+                "PostgreSQL or SQLite.",
+                hint="Point JOBS['DATABASE'] at a PostgreSQL or SQLite alias.",
+                id="django_jobs.E002",
+            )
+        )
     if value.get("OUTBOX", "auto") not in ("auto", "required"):
-        errors.append(Error(
-            f'JOBS["OUTBOX"] = {value["OUTBOX"]!r} is not "auto" or "required".',
-            id="django_jobs.E003",
-        ))
+        errors.append(
+            Error(
+                f'JOBS["OUTBOX"] = {value["OUTBOX"]!r} is not "auto" or "required".',
+                id="django_jobs.E003",
+            )
+        )
     for key in ("LEASE", "SCHEDULE_GRACE", "POLL_INTERVAL", "RETENTION"):
         if value.get(key) is None:
             continue
@@ -63,21 +76,40 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
         try:
             obj = import_string(target)
         except ImportError as exc:
-            errors.append(Error(
-                f'JOBS["{key}"] = {target!r} cannot be imported ({exc}).',
-                hint="Give the dotted path of a callable(user).",
-                id="django_jobs.E005",
-            ))
+            errors.append(
+                Error(
+                    f'JOBS["{key}"] = {target!r} cannot be imported ({exc}).',
+                    hint="Give the dotted path of a callable(user).",
+                    id="django_jobs.E005",
+                )
+            )
             continue
         if not callable(obj):
-            errors.append(Error(f'JOBS["{key}"] = {target!r} is not callable.',
-                                id="django_jobs.E005"))
+            errors.append(
+                Error(f'JOBS["{key}"] = {target!r} is not callable.', id="django_jobs.E005")
+            )
     errors += _check_engines(value.get("ENGINES", DEFAULTS["ENGINES"]))
     errors += _check_caps(value.get("CAPS", DEFAULTS["CAPS"]))
+    rates = value.get("RATES") or {}
+    if not isinstance(rates, dict):
+        errors.append(
+            Error(
+                'JOBS["RATES"] must map queue names to rates like "100/m".', id="django_jobs.E009"
+            )
+        )
+    else:
+        from .engine.limits import parse_rate
+
+        for queue, rate in rates.items():
+            try:
+                parse_rate(rate)
+            except ValueError as exc:
+                errors.append(Error(f'JOBS["RATES"][{queue!r}]: {exc}', id="django_jobs.E009"))
     tail = value.get("LOG_TAIL", 100)
     if isinstance(tail, bool) or not isinstance(tail, int) or tail < 0:
-        errors.append(Error(f'JOBS["LOG_TAIL"] = {tail!r} must be an integer >= 0.',
-                            id="django_jobs.E008"))
+        errors.append(
+            Error(f'JOBS["LOG_TAIL"] = {tail!r} must be an integer >= 0.', id="django_jobs.E008")
+        )
     return errors
 
 
@@ -87,34 +119,52 @@ def _positive_int(value: Any) -> bool:
 
 def _check_engines(engines: Any) -> list[CheckMessage]:
     if not isinstance(engines, dict) or not engines:
-        return [Error('JOBS["ENGINES"] must be a non-empty dict of name -> {"concurrency": N}.',
-                      id="django_jobs.E006")]
+        return [
+            Error(
+                'JOBS["ENGINES"] must be a non-empty dict of name -> {"concurrency": N}.',
+                id="django_jobs.E006",
+            )
+        ]
     errors: list[CheckMessage] = []
     for name, config in engines.items():
         concurrency = (config or {}).get("concurrency", 1) if isinstance(config, dict) else None
         if not _positive_int(concurrency):
-            errors.append(Error(
-                f'JOBS["ENGINES"][{name!r}]["concurrency"] = {concurrency!r} must be an '
-                "integer >= 1.",
-                id="django_jobs.E006",
-            ))
+            errors.append(
+                Error(
+                    f'JOBS["ENGINES"][{name!r}]["concurrency"] = {concurrency!r} must be an '
+                    "integer >= 1.",
+                    id="django_jobs.E006",
+                )
+            )
     return errors
 
 
 def _check_caps(caps: Any) -> list[CheckMessage]:
     if not isinstance(caps, dict):
-        return [Error('JOBS["CAPS"] must be a dict with "global", "queues" and "tenant".',
-                      id="django_jobs.E007")]
+        return [
+            Error(
+                'JOBS["CAPS"] must be a dict with "global", "queues" and "tenant".',
+                id="django_jobs.E007",
+            )
+        ]
     errors: list[CheckMessage] = []
     for key in ("global", "tenant"):
         cap = caps.get(key)
         if cap is not None and not _positive_int(cap):
-            errors.append(Error(f'JOBS["CAPS"][{key!r}] = {cap!r} must be None or an integer >= 1.',
-                                id="django_jobs.E007"))
+            errors.append(
+                Error(
+                    f'JOBS["CAPS"][{key!r}] = {cap!r} must be None or an integer >= 1.',
+                    id="django_jobs.E007",
+                )
+            )
     queues = caps.get("queues") or {}
     if not isinstance(queues, dict) or not all(
         v is None or _positive_int(v) for v in queues.values()
     ):
-        errors.append(Error('JOBS["CAPS"]["queues"] must map queue names to integers >= 1.',
-                            id="django_jobs.E007"))
+        errors.append(
+            Error(
+                'JOBS["CAPS"]["queues"] must map queue names to integers >= 1.',
+                id="django_jobs.E007",
+            )
+        )
     return errors

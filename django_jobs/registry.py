@@ -196,6 +196,11 @@ def job(
             'str, or the string "payload".'
         )
 
+    if rate is not None:
+        from .engine.limits import parse_rate
+
+        parse_rate(rate)  # a bad rate fails at decoration, not in a worker's claim loop
+
     def decorator(func: Callable[..., Any]) -> JobHandle:
         handle = JobHandle(
             kind=kind,

@@ -27,6 +27,11 @@ def test_parse_rate():
             parse_rate(bad)
 
 
+def test_a_bad_rate_fails_at_decoration():
+    with pytest.raises(ValueError, match="starts per window"):
+        job("unit.badrate", idempotency_key="payload", rate="fast")
+
+
 def claim(worker: str, limit: int = 10):
     now = T0
     return claim_within_limits(

@@ -28,6 +28,7 @@ def test_default_settings_pass():
         ({"ENGINES": {"default": {"concurrency": 0}}}, "django_jobs.E006"),
         ({"CAPS": {"global": -1}}, "django_jobs.E007"),
         ({"LOG_TAIL": "many"}, "django_jobs.E008"),
+        ({"RATES": {"mail": "lots"}}, "django_jobs.E009"),
     ],
 )
 def test_configuration_mistakes_are_system_checks(jobs, expected):
