@@ -128,8 +128,10 @@ def wake_waiting() -> int:
         count = store.wake_waiting(clock.now())
         if count:
             engines = set(
-                Job.objects.using(store.alias).filter(state="waiting")
-                .values_list("engine", flat=True).distinct()
+                Job.objects.using(store.alias)
+                .filter(state="waiting")
+                .values_list("engine", flat=True)
+                .distinct()
             )
             store.notify(engines)
     return count

@@ -188,7 +188,7 @@ def job(
     if idempotency_key is None:
         raise IdempotencyRequired(
             f"@job({kind!r}) needs idempotency_key=: a callable(payload) -> str such as "
-            "lambda p: f\"render:{p['video']}\", or \"payload\" to use a hash of the payload."
+            'lambda p: f"render:{p[\'video\']}", or "payload" to use a hash of the payload.'
         )
     if not (callable(idempotency_key) or idempotency_key == "payload"):
         raise IdempotencyRequired(

@@ -38,8 +38,12 @@ def serializer_json_schema(serializer_class: type | None) -> dict[str, Any] | No
         choices = getattr(field, "choices", None)
         if choices:
             prop["enum"] = list(choices)
-        for attr, key in (("min_value", "minimum"), ("max_value", "maximum"),
-                          ("max_length", "maxLength"), ("min_length", "minLength")):
+        for attr, key in (
+            ("min_value", "minimum"),
+            ("max_value", "maximum"),
+            ("max_length", "maxLength"),
+            ("min_length", "minLength"),
+        ):
             value = getattr(field, attr, None)
             if value is not None:
                 prop[key] = value

@@ -63,8 +63,11 @@ def record(ctx):
     return {"n": ctx.payload.get("n") if isinstance(ctx.payload, dict) else None}
 
 
-@job("test.fail", idempotency_key="payload",
-     retry=Retry(attempts=3, backoff="exponential", delay="10s", jitter=False))
+@job(
+    "test.fail",
+    idempotency_key="payload",
+    retry=Retry(attempts=3, backoff="exponential", delay="10s", jitter=False),
+)
 def always_fail(ctx):
     _record(ctx, "fail")
     raise RuntimeError("boom " + "x" * int((ctx.payload or {}).get("pad", 0)))
@@ -92,8 +95,12 @@ class OrderInput(serializers.Serializer):
     order = serializers.IntegerField(min_value=1)
 
 
-@job("test.validated", idempotency_key=lambda p: f"order:{p['order']}", input=OrderInput,
-     member_safe=True)
+@job(
+    "test.validated",
+    idempotency_key=lambda p: f"order:{p['order']}",
+    input=OrderInput,
+    member_safe=True,
+)
 def validated(ctx):
     return {"order": ctx.payload["order"]}
 
@@ -155,8 +162,11 @@ def _wait_for_file(path: str, seconds: float = 30) -> None:
         time.sleep(0.02)
 
 
-@job("steps.atomic_then_pause", idempotency_key="payload",
-     retry=Retry(attempts=3, delay=0, jitter=False))
+@job(
+    "steps.atomic_then_pause",
+    idempotency_key="payload",
+    retry=Retry(attempts=3, delay=0, jitter=False),
+)
 def atomic_then_pause(ctx):
     """Writes a row in an atomic step, then blocks outside any step until a file appears."""
 

@@ -48,7 +48,7 @@ class Proc:
 
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
         self.log_path = log
-        self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.log = open(log, "wb")
         self.popen = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), *args],
             cwd=ROOT,

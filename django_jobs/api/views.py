@@ -260,9 +260,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             jobs = jobs.filter(**{name: value})
         page = self.paginate_queryset(jobs)
         traceback = is_operator(request.user)
-        return self.get_paginated_response(
-            [job_json(job, traceback=traceback) for job in page]
-        )
+        return self.get_paginated_response([job_json(job, traceback=traceback) for job in page])
 
     def create(self, request: Request) -> Response:
         body = SubmitSerializer(data=request.data)
@@ -321,9 +319,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
 
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
         # Tracebacks name server files: operators see them, owners see the error's message.
-        return Response(
-            job_detail_json(self.get_object(), traceback=is_operator(request.user))
-        )
+        return Response(job_detail_json(self.get_object(), traceback=is_operator(request.user)))
 
     @extend_schema(
         operation_id="jobs_cancel",

@@ -48,8 +48,9 @@ def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) 
             name=name, data=data, owner_id=owner_id, tenant=tenant, created_at=now
         )
         jobs = [
-            handle.enqueue(data, owner=owner_id, tenant=tenant,
-                           idempotency_key=f"event:{name}:{event.pk}")
+            handle.enqueue(
+                data, owner=owner_id, tenant=tenant, idempotency_key=f"event:{name}:{event.pk}"
+            )
             for handle in handles_on(name)
         ]
         wake_waiters(name, data, now, alias)
@@ -59,8 +60,7 @@ def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) 
 def wake_waiters(name: str, data: Any, now: datetime, alias: str) -> None:
     pending = (
         JobStep.objects.using(alias)
-        .filter(state=StepState.RUNNING, value__event=name,
-                job__state__in=("waiting", "running"))
+        .filter(state=StepState.RUNNING, value__event=name, job__state__in=("waiting", "running"))
         .values_list("job_id", "value")
     )
     job_ids = [

@@ -36,7 +36,10 @@ def publish(event_type: str, job: Job, **extra: Any) -> None:
     ):
         if isinstance(response, Exception):
             logger.error(
-                "A job_event receiver %r failed on %s for job %s", receiver, event_type, job.pk,
+                "A job_event receiver %r failed on %s for job %s",
+                receiver,
+                event_type,
+                job.pk,
                 exc_info=response,
             )
 

@@ -68,13 +68,17 @@ class Executor:
         handle = get(job.kind)
         if handle is None:
             return self._stop(
-                job, started, "blocked",
+                job,
+                started,
+                "blocked",
                 f"Kind {job.kind!r} is not registered in this deployment. Deploy code that "
                 "defines it, then retry the job; or cancel it.",
             )
         if (job.version or "") != (handle.version or ""):
             return self._stop(
-                job, started, "blocked",
+                job,
+                started,
+                "blocked",
                 f"The job was admitted for version {job.version!r} of {job.kind!r}; the code is "
                 f"version {handle.version!r}. Migrate or cancel the job, or retry it to run it "
                 "with the current code.",
@@ -83,7 +87,9 @@ class Executor:
             payload = handle.validate_payload(job.payload)
         except InvalidPayload as exc:
             return self._stop(
-                job, started, "blocked",
+                job,
+                started,
+                "blocked",
                 f"The stored payload no longer validates: {exc.message} Fix it or cancel the job.",
             )
         if handle.timeout is not None:
@@ -143,9 +149,7 @@ class Executor:
             if value is not None:  # None, the common result, is JSON: skip the dump
                 ensure_json(value, what="result")
         except InvalidPayload as exc:
-            error = InvalidResult(
-                f"{job.kind!r} returned a value that is not JSON: {exc.message}"
-            )
+            error = InvalidResult(f"{job.kind!r} returned a value that is not JSON: {exc.message}")
             outcome = self._base(job, started, "failed", live)
             outcome.error = cap_error(f"{error.code}: {error.message}")
             return outcome
@@ -182,8 +186,9 @@ class Executor:
 
                 run_at = now + parse_duration(exc.after, name="RetryLater after")
         else:
-            logger.info("Job %s (%s) attempt %s failed", job.pk, job.kind, job.attempts,
-                        exc_info=exc)
+            logger.info(
+                "Job %s (%s) attempt %s failed", job.pk, job.kind, job.attempts, exc_info=exc
+            )
             text = describe_exception(exc)
             run_at = None
         if job.attempts < job.max_attempts:

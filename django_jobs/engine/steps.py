@@ -99,7 +99,10 @@ class Steps:
             self._stored()[name] = row
         else:
             row.state, row.attempts, row.started_at, row.error = (
-                StepState.RUNNING, row.attempts + 1, now, None,
+                StepState.RUNNING,
+                row.attempts + 1,
+                now,
+                None,
             )
             row.save(using=self.alias, update_fields=["state", "attempts", "started_at", "error"])
         return row
@@ -132,7 +135,9 @@ class Steps:
 
     def _fail(self, row: JobStep, exc: BaseException) -> None:
         row.state, row.error, row.ended_at = (
-            StepState.FAILED, f"{type(exc).__name__}: {exc}"[:2000], clock.now()
+            StepState.FAILED,
+            f"{type(exc).__name__}: {exc}"[:2000],
+            clock.now(),
         )
         row.save(using=self.alias, update_fields=["state", "error", "ended_at"])
 
@@ -238,8 +243,11 @@ class Steps:
             row.save(using=self.alias, update_fields=["value"])
         spec = row.value or {}
         found = first_matching_event(
-            event, match, since=self.ctx.job.created_at or now,
-            after_id=self._consumed_event_id(), alias=self.alias,
+            event,
+            match,
+            since=self.ctx.job.created_at or now,
+            after_id=self._consumed_event_id(),
+            alias=self.alias,
         )
         if found is not None:
             self._finish(row, {"event": event, "event_id": found.pk, "data": found.data})

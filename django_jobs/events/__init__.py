@@ -14,9 +14,8 @@ __all__ = ["install", "prune_events"]
 
 def install() -> None:
     """Connect the ``job_event`` receiver that stores events (``JobsConfig.ready`` calls it)."""
-    from ..signals import job_event
+    from ..signals import job_event, jobs_admitted
     from . import checks  # noqa: F401 - registers the system checks
-    from ..signals import jobs_admitted
     from .outbox import on_job_event, on_jobs_admitted
 
     job_event.connect(on_job_event, dispatch_uid="django_jobs.events.outbox")

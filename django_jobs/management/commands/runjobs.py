@@ -17,12 +17,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--engine", default="default", help="The engine to run.")
         parser.add_argument("--queues", default="", help="Comma-separated queues (default: all).")
-        parser.add_argument("--concurrency", type=int, default=None,
-                            help="Jobs run at once (default: the engine's concurrency).")
-        parser.add_argument("--burst", action="store_true",
-                            help="Run until nothing is due, then exit 0.")
-        parser.add_argument("--no-scheduler", action="store_true",
-                            help="Do not fire cron schedules from this process.")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=None,
+            help="Jobs run at once (default: the engine's concurrency).",
+        )
+        parser.add_argument(
+            "--burst", action="store_true", help="Run until nothing is due, then exit 0."
+        )
+        parser.add_argument(
+            "--no-scheduler",
+            action="store_true",
+            help="Do not fire cron schedules from this process.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         engine = options["engine"]
