@@ -201,7 +201,7 @@ class Worker:
                 now = clock.now()
                 claimed = (
                     self._retry_db(
-                        lambda: claim_within_limits(
+                        lambda want=want, now=now: claim_within_limits(
                             self.store,
                             engine=self.engine,
                             worker_id=self.worker_id,
@@ -367,7 +367,11 @@ class Worker:
             if taken is None:
                 continue
             progress, log, new_lines, progress_changed = taken
-            self._retry_db(lambda: self.store.save_live(job.pk, self.worker_id, progress, log))
+            self._retry_db(
+                lambda job=job, progress=progress, log=log: self.store.save_live(
+                    job.pk, self.worker_id, progress, log
+                )
+            )
             job.progress, job.log = progress, log
             for line in new_lines:
                 publish("job.log", job, line=line)

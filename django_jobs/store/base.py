@@ -64,14 +64,15 @@ class NewJob:
     captured_json: str | None = None
 
     def payload_text(self) -> str | None:
-        if self.payload_json is not None:
-            return self.payload_json
-        return None if self.payload is None else json.dumps(self.payload, separators=(",", ":"))
+        """The payload as JSON text; None (SQL NULL, not JSON null) for a None payload."""
+        if self.payload is None:
+            return None
+        return self.payload_json or json.dumps(self.payload, separators=(",", ":"))
 
     def captured_text(self) -> str | None:
-        if self.captured_json is not None:
-            return self.captured_json
-        return None if self.captured is None else json.dumps(self.captured, separators=(",", ":"))
+        if self.captured is None:
+            return None
+        return self.captured_json or json.dumps(self.captured, separators=(",", ":"))
 
 
 @dataclass(kw_only=True)

@@ -70,7 +70,8 @@ def _insert_sql(source: str) -> str:
 
 
 INSERT_ONE = _insert_sql("(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "))")
-INSERT_MANY = _insert_sql("unnest(" + ", ".join(f"%s::{t}[]" for _, t in _SOURCE) + ")")
+# %b: arrays travel in binary, which psycopg dumps about ten times faster than as text.
+INSERT_MANY = _insert_sql("unnest(" + ", ".join(f"%b::{t}[]" for _, t in _SOURCE) + ")")
 
 
 class PostgresStore(Store):
@@ -157,16 +158,21 @@ class PostgresStore(Store):
         return jobs
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[int]:
-        # The hot path: every success of a batch in one statement.
+        # The hot path: every success of a batch in one statement (arrays in binary, %b).
+        # "state || ''" keeps the planner off the partial indexes on state: during a drain
+        # they hold an entry for every row that was running since the last vacuum, and a
+        # bitmap scan walks them all on each batch (it never marks them dead). Each row is
+        # looked up by id instead.
         with self.prepared_cursor() as cursor:
             cursor.execute(
                 f"UPDATE {TABLE} AS j SET state = 'succeeded', result = u.result::jsonb, "
                 "error = NULL, started_at = u.started_at, ended_at = u.ended_at, "
                 "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
                 "log = COALESCE(u.log::jsonb, j.log), worker_id = NULL, leased_until = NULL "
-                "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
-                "%s::text[], %s::text[]) AS u(id, result, started_at, ended_at, progress, log) "
-                "WHERE j.id = u.id AND j.worker_id = %s AND j.state = 'running' RETURNING j.id",
+                "FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::timestamptz[], "
+                "%b::text[], %b::text[]) AS u(id, result, started_at, ended_at, progress, log) "
+                "WHERE j.id = u.id AND j.worker_id = %s AND j.state || '' = 'running' "
+                "RETURNING j.id",
                 [
                     [o.job_id for o in outcomes],
                     [self.js(o.result) for o in outcomes],
