@@ -1,0 +1,461 @@
+"""Benchmark the PostgreSQL hot path and compare it with the targets.
+
+Usage, from the repository root::
+
+    python -m bench                  # or: python bench/run.py
+    python -m bench --runs 5 --only enqueue,drain --json results.json
+
+It creates (if missing) and migrates its own database, ``jobs_bench`` on the local PostgreSQL
+(``--database-url`` or ``BENCH_DATABASE_URL`` to change it; the name must contain "bench",
+because every run empties the job table), then measures, each ``--runs`` times:
+
+- ``enqueue``: ``noop.enqueue(payload)`` in autocommit, so one transaction per job
+  (``enqueue in atomic``: each inside its own ``transaction.atomic()``);
+- ``enqueue_many``: ``noop.enqueue_many(batch)`` in batches of ``--batch`` jobs;
+- ``drain c=1`` and ``drain c=4``: one real ``manage.py runjobs --burst --concurrency N``
+  subprocess drains the jobs just enqueued. The rate is ``jobs / (last ended_at - ready)``,
+  where ``ready`` is the moment the worker printed its ready line (Django start-up excluded,
+  the worker's own start included);
+- ``pickup``: an idle, already started ``runjobs`` (not burst) while the load generator
+  enqueues ``--pickup-jobs`` jobs ``--pickup-gap`` ms apart; the latency of a job is
+  ``started_at - run_at`` (the executor writes ``started_at`` when the runner is called);
+- ``peer ...``: bare psycopg loops on the same table (see ``bench/peers.py``), the floor the
+  machine sets at that moment.
+
+Every figure checks that each enqueued job succeeded. The medians are printed beside the
+targets with the ratio measured / target; "cpu" rows are the CPU time of the enqueuing
+process or of the worker process per job, which the load of other processes disturbs less
+than the wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # ``python bench/run.py`` puts bench/ first, not the root
+    sys.path.insert(0, str(ROOT))
+
+from bench import peers  # noqa: E402 - needs the root on sys.path first
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
+SETTINGS = "bench.settings"
+READY = "runjobs: worker"
+FIGURES = ("enqueue", "drain", "pickup", "peers")
+
+
+@dataclass(frozen=True)
+class Target:
+    value: float | None
+    higher_is_better: bool
+    unit: str
+
+
+TARGETS: dict[str, Target] = {
+    "enqueue": Target(2_000, True, "jobs/s"),
+    "enqueue in atomic": Target(None, True, "jobs/s"),
+    "enqueue_many": Target(40_000, True, "jobs/s"),
+    "drain c=1": Target(2_000, True, "jobs/s"),
+    "drain c=4": Target(5_000, True, "jobs/s"),
+    "pickup p50": Target(3.5, False, "ms"),
+    "pickup p95": Target(None, False, "ms"),
+    "pickup p99": Target(15, False, "ms"),
+    "enqueue cpu": Target(None, False, "us/job"),
+    "enqueue_many cpu": Target(None, False, "us/job"),
+    "drain c=1 cpu": Target(None, False, "us/job"),
+    "drain c=4 cpu": Target(None, False, "us/job"),
+    "peer insert 1/tx": Target(None, True, "rows/s"),
+    "peer drain": Target(None, True, "rows/s"),
+}
+
+
+@dataclass
+class Results:
+    runs: dict[str, list[float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, name: str, value: float) -> None:
+        self.runs.setdefault(name, []).append(value)
+        unit = TARGETS[name].unit
+        print(f"  {name:<20}{fmt(value, unit):>10} {unit}", flush=True)
+
+
+# -- set-up -----------------------------------------------------------------------------------
+
+
+def prepare_database(url: str) -> None:
+    """Create the benchmark database if it is missing, set up Django on it and migrate."""
+    parsed = urlparse(url)
+    name = unquote(parsed.path.lstrip("/"))
+    if "bench" not in name:
+        raise SystemExit(
+            f"Refusing to use database {name!r}: the benchmark empties the job table. "
+            "Pass a --database-url whose database name contains 'bench'."
+        )
+    admin_url = parsed._replace(path="/postgres").geturl()
+    with peers.connect(admin_url) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def reset() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE django_jobs_job RESTART IDENTITY CASCADE")
+        cursor.execute("VACUUM ANALYZE django_jobs_job")
+
+
+def sql(query: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(query, params or [])
+        return cursor.fetchall()
+
+
+def check_all_succeeded(expected: int, since_id: int = 0) -> None:
+    from bench.jobs import KIND
+
+    rows = sql(
+        "SELECT state, COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s GROUP BY state",
+        [KIND, since_id],
+    )
+    counts = dict(rows)
+    if counts != {"succeeded": expected}:
+        raise SystemExit(f"Expected {expected} succeeded jobs, found {counts}.")
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], int]) -> tuple[float, float]:
+    """Run ``fn`` (which returns how many jobs it did); return (jobs/s, CPU us per job)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    n = fn()
+    return n / (time.perf_counter() - wall), (time.process_time() - cpu) / n * 1e6
+
+
+def enqueue_one_per_transaction(n: int, tag: str, *, atomic: bool = False) -> tuple[float, float]:
+    from django.db import transaction
+
+    from bench.jobs import noop
+
+    def run() -> int:
+        if atomic:
+            for i in range(n):
+                with transaction.atomic():
+                    noop.enqueue({"n": i, "run": tag})
+        else:
+            for i in range(n):
+                noop.enqueue({"n": i, "run": tag})
+        return n
+
+    return timed(run)
+
+
+def enqueue_in_batches(n: int, batch: int, tag: str) -> tuple[float, float]:
+    from bench.jobs import noop
+
+    payloads = [{"n": i, "run": tag} for i in range(n)]
+
+    def run() -> int:
+        for start in range(0, n, batch):
+            noop.enqueue_many(payloads[start : start + batch])
+        return n
+
+    return timed(run)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Worker:
+    """One ``manage.py runjobs`` subprocess; notes when its ready line appears."""
+
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, "PYTHONUNBUFFERED": "1"}
+        self.spawned = time.time()
+        self.popen = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "runjobs", "--no-scheduler", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.ready_at: float | None = None
+        self.ready_cpu = 0.0
+        self.ready = threading.Event()
+        self.output: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            if self.ready_at is None and line.startswith(READY):
+                self.ready_at = time.time()
+                self.ready_cpu = cpu_seconds(self.popen.pid)
+                self.ready.set()
+            self.output.append(line)
+        self.ready.set()
+
+    def wait_ready(self, timeout: float = 120) -> float:
+        if not self.ready.wait(timeout) or self.ready_at is None:
+            self.popen.kill()
+            raise SystemExit("The worker did not start:\n" + "".join(self.output))
+        return self.ready_at
+
+    def wait(self, timeout: float = 600) -> float:
+        """Wait for the exit; return the CPU seconds the worker used after its ready line."""
+        watchdog = threading.Timer(timeout, self.popen.kill)
+        watchdog.start()
+        try:
+            _, status, usage = os.wait4(self.popen.pid, 0)
+        finally:
+            watchdog.cancel()
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+        self.reader.join(5)
+        if self.popen.returncode != 0:
+            raise SystemExit(f"runjobs exited {self.popen.returncode}:\n" + "".join(self.output))
+        return usage.ru_utime + usage.ru_stime - self.ready_cpu
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        self.wait(60)
+
+
+def drain(concurrency: int, expected: int) -> tuple[float, float]:
+    """Run one burst worker; return (jobs/s from ready to the last end, CPU us per job)."""
+    worker = Worker("--burst", "--concurrency", str(concurrency))
+    ready = worker.wait_ready()
+    cpu = worker.wait()
+    check_all_succeeded(expected)
+    (last_end,) = sql("SELECT MAX(ended_at) FROM django_jobs_job")[0]
+    return expected / (last_end.timestamp() - ready), cpu / expected * 1e6
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(math.ceil(p / 100 * len(ordered)) - 1, 0)]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"Timed out waiting for {what}.")
+        time.sleep(0.02)
+
+
+def listening() -> bool:
+    return (
+        sql(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE 'LISTEN %%'"
+        )[0][0]
+        > 0
+    )
+
+
+def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float, float]:
+    """Latency from enqueue (run_at) to start (started_at) in ms: p50, p95, p99."""
+    from bench.jobs import KIND, noop
+
+    def succeeded_after(first_id: int) -> int:
+        return sql(
+            "SELECT COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s "
+            "AND state = 'succeeded'",
+            [KIND, first_id],
+        )[0][0]
+
+    worker = Worker("--concurrency", str(concurrency))
+    try:
+        worker.wait_ready()
+        wait_for(listening, 30, "the worker's LISTEN connection")
+        # Warm up: the worker's connections, caches and prepared statements.
+        for i in range(20):
+            noop.enqueue({"warm": i, "run": tag})
+            time.sleep(gap)
+        wait_for(lambda: succeeded_after(0) >= 20, 30, "the warm-up jobs")
+        (first_id,) = sql("SELECT COALESCE(MAX(id), 0) FROM django_jobs_job")[0]
+        began = time.perf_counter()
+        for i in range(n):
+            pause = began + i * gap - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            noop.enqueue({"n": i, "run": tag})
+        wait_for(lambda: succeeded_after(first_id) >= n, 60, "the paced jobs to run")
+    finally:
+        worker.stop()
+    check_all_succeeded(n, since_id=first_id)
+    latencies = [
+        (started - due).total_seconds() * 1000
+        for started, due in sql(
+            "SELECT started_at, run_at FROM django_jobs_job WHERE id > %s", [first_id]
+        )
+    ]
+    return percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
+
+
+def peer_figures(url: str, n: int, batch: int, tag: str, results: Results) -> None:
+    from bench.jobs import noop
+
+    template = noop.enqueue({"template": tag})
+    results.add("peer insert 1/tx", peers.insert_one_per_transaction(url, template.pk, n, tag))
+    reset()
+    payloads = [{"n": i, "run": tag} for i in range(n)]
+    for start in range(0, n, batch):
+        noop.enqueue_many(payloads[start : start + batch])
+    done, rate = peers.drain(url)
+    if done != n:
+        raise SystemExit(f"The peer drain ran {done} jobs of {n}.")
+    results.add("peer drain", rate)
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.2f}" if unit == "ms" else f"{value:,.0f}"
+
+
+def report(results: Results) -> str:
+    head = f"{'figure':<20}{'unit':>7}{'runs':>26}{'median':>10}{'target':>10}{'ratio':>7}  ok"
+    lines = [head, "-" * len(head)]
+    for name in TARGETS:
+        values = results.runs.get(name)
+        if not values:
+            continue
+        target = TARGETS[name]
+        median = statistics.median(values)
+        runs = " ".join(fmt(v, target.unit) for v in values)
+        ratio, ok, goal = "-", "", "-"
+        if target.value is not None:
+            met = median >= target.value if target.higher_is_better else median <= target.value
+            ratio = f"{median / target.value:.2f}"
+            ok = "yes" if met else "NO"
+            goal = ("≥ " if target.higher_is_better else "≤ ") + fmt(target.value, target.unit)
+        lines.append(
+            f"{name:<20}{target.unit:>7}{runs:>26}{fmt(median, target.unit):>10}"
+            f"{goal:>10}{ratio:>7}  {ok}"
+        )
+    return "\n".join(lines)
+
+
+def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Results) -> None:
+    if only & {"enqueue", "drain"}:
+        reset()
+        rate, cpu = enqueue_one_per_transaction(args.jobs, tag)
+        if "enqueue" in only:
+            results.add("enqueue", rate)
+            results.add("enqueue cpu", cpu)
+        if "drain" in only:
+            rate, cpu = drain(1, args.jobs)
+            results.add("drain c=1", rate)
+            results.add("drain c=1 cpu", cpu)
+        if "enqueue" in only:
+            reset()
+            rate, _ = enqueue_one_per_transaction(max(args.jobs // 5, 1), tag, atomic=True)
+            results.add("enqueue in atomic", rate)
+        reset()
+        rate, cpu = enqueue_in_batches(args.jobs, args.batch, tag)
+        if "enqueue" in only:
+            results.add("enqueue_many", rate)
+            results.add("enqueue_many cpu", cpu)
+        if "drain" in only:
+            rate, cpu = drain(4, args.jobs)
+            results.add("drain c=4", rate)
+            results.add("drain c=4 cpu", cpu)
+    if "pickup" in only:
+        reset()
+        gap = args.pickup_gap / 1000
+        p50, p95, p99 = pickup(args.pickup_jobs, gap, args.pickup_concurrency, tag)
+        results.add("pickup p50", p50)
+        results.add("pickup p95", p95)
+        results.add("pickup p99", p99)
+    if "peers" in only:
+        reset()
+        peer_figures(args.database_url, args.jobs, args.batch, tag, results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--runs", type=int, default=3, help="repetitions of each figure")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per enqueue/drain run")
+    parser.add_argument("--batch", type=int, default=1_000, help="enqueue_many batch size")
+    parser.add_argument("--pickup-jobs", type=int, default=200)
+    parser.add_argument("--pickup-gap", type=float, default=20, help="ms between paced jobs")
+    parser.add_argument("--pickup-concurrency", type=int, default=4)
+    parser.add_argument(
+        "--only", default=",".join(FIGURES), help=f"comma-separated: {', '.join(FIGURES)}"
+    )
+    parser.add_argument(
+        "--live-events",
+        choices=("on", "off"),
+        default="on",
+        help="off: disconnect the live events receiver (the engine alone)",
+    )
+    parser.add_argument("--json", type=Path, help="also write every run to this JSON file")
+    args = parser.parse_args(argv)
+    # Read by bench.apps in this process and in every worker it starts.
+    os.environ["BENCH_LIVE_EVENTS"] = "1" if args.live_events == "on" else "0"
+    only = {part.strip() for part in args.only.split(",") if part.strip()}
+    if only - set(FIGURES):
+        parser.error(f"--only: unknown {sorted(only - set(FIGURES))}; use {', '.join(FIGURES)}")
+
+    prepare_database(args.database_url)
+    results = Results()
+    load_before = os.getloadavg()
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    for run in range(1, args.runs + 1):
+        print(f"run {run}/{args.runs}", flush=True)
+        run_once(args, only, f"{stamp}-{run}", results)
+    reset()
+    load_after = os.getloadavg()
+    results.notes.append(
+        f"live events {args.live_events}; load average (1 min) before {load_before[0]:.2f}, "
+        f"after {load_after[0]:.2f}, on {os.cpu_count()} CPUs"
+    )
+    print()
+    print(report(results))
+    for note in results.notes:
+        print(note)
+    if args.json:
+        args.json.write_text(json.dumps({"runs": results.runs, "notes": results.notes}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
