@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from ..models import JobEventRecord
+from ..store import get_store
 
 #: The NOTIFY channel relays LISTEN on.
 NOTIFY_CHANNEL = "django_jobs_events"
@@ -69,19 +70,23 @@ def insert(
         if connection.vendor == "postgresql":
             if ordered:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
-            cursor.execute(
-                f"INSERT INTO {TABLE} ({COLUMNS}) SELECT * FROM unnest("
-                "%s::varchar[], %s::bigint[], %s::varchar[], %s::text[], %s::timestamptz[])" + back,
-                [
-                    [e.type for e in events],
-                    [e.job_id for e in events],
-                    [e.owner for e in events],
-                    [e.data for e in events],
-                    [e.created_at for e in events],
-                ],
-            )
-            if returning:
-                stored = [StoredEvent(*row) for row in cursor.fetchall()]
+            # Server-side binding and binary arrays (%b): the client does not quote every
+            # value of the batch, and the statement gets prepared (see PostgresStore).
+            with get_store(alias).prepared_cursor() as bound:
+                bound.execute(
+                    f"INSERT INTO {TABLE} ({COLUMNS}) SELECT * FROM unnest("
+                    "%b::varchar[], %b::bigint[], %b::varchar[], %b::text[], %b::timestamptz[])"
+                    + back,
+                    [
+                        [e.type for e in events],
+                        [e.job_id for e in events],
+                        [e.owner for e in events],
+                        [e.data for e in events],
+                        [e.created_at for e in events],
+                    ],
+                )
+                if returning:
+                    stored = [StoredEvent(*row) for row in bound.fetchall()]
             cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
         else:
             adapt = connection.ops.adapt_datetimefield_value
