@@ -44,13 +44,16 @@ def worker_env(transactional_db: None) -> dict[str, str]:
 
 
 class Proc:
-    """A ``manage.py`` subprocess whose output is kept for assertions."""
+    """A ``manage.py`` subprocess (or ``python -m MODULE`` ones) whose output is kept."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, *, module: str | None = None
+    ) -> None:
         self.log_path = log
-        self.log = open(log, "wb")
+        self.log = open(log, "wb")  # closed in stop()
+        program = ["-m", module] if module else [str(ROOT / "manage.py")]
         self.popen = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), *args],
+            [sys.executable, *program, *args],
             cwd=ROOT,
             env=env,
             stdout=self.log,
@@ -156,7 +159,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class AsgiServer:
+class AsgiServer(Proc):
     """``daphne testproject.asgi:application`` on a free port, with the test database."""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
@@ -165,24 +168,8 @@ class AsgiServer:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.ws_base = f"ws://127.0.0.1:{self.port}"
-        self.log_path = log
-        self.log = open(log, "wb")  # closed in stop()
-        self.popen = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "testproject.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        args = ["-b", "127.0.0.1", "-p", str(self.port), "testproject.asgi:application"]
+        super().__init__(args, env, log, module="daphne")
 
         def accepting() -> bool:
             if self.popen.poll() is not None:
@@ -194,16 +181,6 @@ class AsgiServer:
             return True
 
         wait_until(accepting, timeout=30, message="daphne did not start listening")
-
-    def output(self) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
-        self.log.close()
 
 
 @pytest.fixture
