@@ -8,6 +8,7 @@ schedule answers 404. State changes go through ``django_jobs.operations`` and ad
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -277,8 +278,16 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         assert handle is not None
         payload = data.get("payload")
         _check_payload_size(payload)
+        # With OUTBOX "required" enqueue needs a transaction around it; otherwise it runs its
+        # own short one, which also stores job.created with the job (so that event reaches
+        # clients before job.started).
+        atomic = (
+            transaction.atomic(using=jobs_settings.DATABASE)
+            if jobs_settings.OUTBOX == "required"
+            else nullcontext()
+        )
         try:
-            with transaction.atomic(using=jobs_settings.DATABASE):
+            with atomic:
                 job = handle.as_user(
                     user,
                     payload,

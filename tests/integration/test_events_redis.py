@@ -113,7 +113,10 @@ def test_with_redis_a_stopped_transport_never_fails_a_job_and_events_resume(
             return e["job"]["id"] == first.pk and e["job"]["progress"]["percent"] == 50
 
         before = sse.job_events(until=at_50)
-        assert sorted(e["type"] for e in before[:2]) == ["job.created", "job.started"]
+        # Through Redis, events stored by different processes (job.created by the web
+        # process, the rest by the worker) are not ordered between them (docs/events.md):
+        # both arrive; the order by event id is checked below, after the outage.
+        assert {"job.created", "job.started"} <= {e["type"] for e in before}
         framed = ws.job_events(until=at_50)
         assert sorted(e["_text"] for e in framed) == sorted(e["_text"] for e in before)
 
