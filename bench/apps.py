@@ -15,8 +15,7 @@ class BenchConfig(AppConfig):
         # row per job.created, job.started, job.succeeded) are disconnected in this process.
         if os.environ.get("BENCH_LIVE_EVENTS", "1") == "0":
             from django_jobs import signals
+            from django_jobs.engine.admission import set_created_events
 
             signals.job_event.disconnect(dispatch_uid="django_jobs.events.outbox")
-            admitted = getattr(signals, "jobs_admitted", None)
-            if admitted is not None:
-                admitted.disconnect(dispatch_uid="django_jobs.events.admitted")
+            set_created_events(None)

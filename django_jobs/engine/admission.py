@@ -3,25 +3,56 @@
 from __future__ import annotations
 
 import copy
+import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import InvalidPayload, JobDuplicate, OutboxNoTransaction
+from ..models import Job
 from ..registry import ensure_json
-from ..signals import jobs_admitted
-from ..store import NewJob, get_store
+from ..store import NewJob, Store, get_store
 from .events import publish_after_commit
 
 if TYPE_CHECKING:
-    from ..models import Job
     from ..registry import JobHandle
 
+logger = logging.getLogger("django_jobs.events")
+
 ON_CONFLICT = ("return", "error")
+
+
+class CreatedEvents(Protocol):
+    """Stores ``job.created`` with the jobs, in the enqueue's own transaction.
+
+    So the event exists as soon as the job does: a client never sees ``job.started`` first.
+    The live events store installs one (``set_created_events``); without one, nothing is
+    stored here and ``job.created`` is only sent as ``job_event`` after the commit.
+    """
+
+    def parts(self, row: NewJob) -> tuple[str, str]:
+        """The event's text before and after the job id (which the insert assigns)."""
+
+    def store(self, alias: str, jobs: list[Job]) -> None:
+        """Store the events of ``jobs`` in the admitting transaction (the store could not
+        write them in its insert), and mark each job stored with ``_created_event``."""
+
+    def stored(self, alias: str, events: list[Any]) -> None:
+        """The insert stored ``events`` (and committed them): publish them on."""
+
+
+_created_events: CreatedEvents | None = None
+
+
+def set_created_events(writer: CreatedEvents | None) -> CreatedEvents | None:
+    """Install the writer of ``job.created`` rows (``None``: none); return the previous one."""
+    global _created_events
+    previous, _created_events = _created_events, writer
+    return previous
 
 
 def admit(
@@ -48,7 +79,8 @@ def admit(
         )
     now = clock.now()
     when = _run_at(now, run_at, delay)
-    owner_id = getattr(owner, "pk", owner)
+    owner_id = _owner_id(owner)
+    tenant = None if tenant is None else str(tenant)
     rows = [
         _new_job(handle, payload, now, when, owner_id, tenant, queue, priority, idempotency_key)
         for payload in payloads
@@ -57,21 +89,35 @@ def admit(
         return []
     store = get_store(alias)
     # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
-    # In our own transaction, event stores write job.created with the jobs (jobs_admitted);
-    # inside the caller's they write it after the commit, as other events.
+    # In our own transaction job.created is stored with the jobs: by the insert statement
+    # itself when the store can (PostgreSQL), else just after it. Inside the caller's
+    # transaction it is stored after the commit, as other events are (holding the events'
+    # write lock until the caller commits would serialize every writer behind it).
     own_transaction = not connections[alias].in_atomic_block
-    store_created = own_transaction and bool(jobs_admitted.receivers)
-    if not own_transaction or not store.insert_is_one_statement or store_created:
+    created_events = _created_events if own_transaction else None
+    if created_events is not None and store.inserts_created_events:
+        for row in rows:
+            row.created_event = created_events.parts(row)
+    if own_transaction and store.insert_is_one_statement:
+        # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips.
+        results = _insert_with_created_events(store, rows)
+        if created_events is not None:
+            stored = [
+                job.__dict__["_created_event"]
+                for job, deduped in results
+                if not deduped and "_created_event" in job.__dict__
+            ]
+            if stored:
+                created_events.stored(alias, stored)
+    else:
         # Inside the caller's transaction: a savepoint, so a failed insert leaves the
         # caller's transaction usable, as it would be without us.
         with transaction.atomic(using=alias):
             results = store.insert(rows)
-            created = [job for job, deduped in results if not deduped]
-            if created and store_created:
-                jobs_admitted.send(sender=type(created[0]), jobs=created, alias=alias)
-    else:
-        # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips.
-        results = store.insert(rows)
+            if created_events is not None:
+                created = [job for job, deduped in results if not deduped]
+                if created:
+                    created_events.store(alias, created)
     jobs = []
     returned: set[int] = set()
     for job, deduped in results:
@@ -87,10 +133,35 @@ def admit(
         returned.add(id(job))
         job.deduped = deduped
         if not deduped:
-            stored = job.__dict__.pop("_created_event_stored", False)
+            # Set by the store's insert, or by created_events.store: the row exists.
+            stored = job.__dict__.pop("_created_event", None) is not None
             publish_after_commit("job.created", job, alias=alias, stored=stored)
         jobs.append(job)
     return jobs
+
+
+def _insert_with_created_events(store: Store, rows: list[NewJob]) -> list[tuple[Job, bool]]:
+    """``store.insert`` in autocommit; if the statement storing job.created fails, it
+    rolled back whole: insert again without the events (they follow the commit)."""
+    try:
+        return store.insert(rows)
+    except DatabaseError:
+        if rows[0].created_event is None:
+            raise
+        logger.warning(
+            "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
+        )
+    for row in rows:
+        row.created_event = None
+    return store.insert(rows)
+
+
+def _owner_id(owner: Any) -> Any:
+    """The owner's pk as the job row stores it (a user, or a pk of any accepted form)."""
+    owner_id = getattr(owner, "pk", owner)
+    if owner_id is None:
+        return None
+    return Job._meta.get_field("owner").target_field.to_python(owner_id)
 
 
 def _run_at(now: datetime, run_at: datetime | None, delay: Duration | None) -> datetime:

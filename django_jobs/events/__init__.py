@@ -14,12 +14,13 @@ __all__ = ["install", "prune_events"]
 
 def install() -> None:
     """Connect the ``job_event`` receiver that stores events (``JobsConfig.ready`` calls it)."""
-    from ..signals import job_event, jobs_admitted
+    from ..engine.admission import set_created_events
+    from ..signals import job_event
     from . import checks  # noqa: F401 - registers the system checks
-    from .outbox import on_job_event, on_jobs_admitted
+    from .outbox import CreatedEventWriter, on_job_event
 
     job_event.connect(on_job_event, dispatch_uid="django_jobs.events.outbox")
-    jobs_admitted.connect(on_jobs_admitted, dispatch_uid="django_jobs.events.admitted")
+    set_created_events(CreatedEventWriter())
 
 
 def prune_events(older_than: Any = None) -> int:

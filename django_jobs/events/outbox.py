@@ -23,7 +23,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
@@ -37,6 +38,7 @@ from .store import NewEvent
 
 if TYPE_CHECKING:
     from ..models import Job
+    from ..store import NewJob
 
 logger = logging.getLogger("django_jobs.events")
 
@@ -69,36 +71,78 @@ def on_job_event(sender: Any, **kwargs: Any) -> None:
 
     It only copies the job's fields (a few microseconds); the JSON is made off this thread.
     """
-    if kwargs.get("stored"):  # job.created: already stored with the jobs (on_jobs_admitted)
+    if kwargs.get("stored"):  # job.created: already stored with the jobs (CreatedEventWriter)
         return
     job = kwargs["job"]
     at = kwargs.get("at") or clock.now()
     writer.submit(Published(kwargs["type"], snapshot(job), at, kwargs.get("line")))
 
 
-def on_jobs_admitted(sender: Any, *, jobs: list[Job], alias: str, **kwargs: Any) -> None:
-    """Store ``job.created`` of new jobs in their admitting transaction, in one insert.
+class CreatedEventWriter:
+    """Stores ``job.created`` with the jobs it announces (``admission.CreatedEvents``).
 
-    Sent only when the enqueue runs its own short transaction (the write lock that keeps event
-    ids in commit order is held until it commits). So the event exists before any worker can
-    see the job: a client never gets ``job.started`` before ``job.created``.
+    Only for an enqueue that runs its own short transaction: the write lock that keeps event
+    ids in commit order is held until it commits. On PostgreSQL the job's insert statement
+    writes the event too (an enqueue stays one round trip); it cannot know the job's id in
+    advance, so it gets the event's text in two parts and puts the id between them.
     """
-    at = clock.now()
-    rows = [Published("job.created", snapshot(job), at, None).to_row() for job in jobs]
-    fleet = _fleet_publishes()
-    try:
-        stored = store.insert(alias, rows, ordered=True, returning=fleet)
-    except Exception:
-        # The insert ran in a savepoint: the jobs stand. Their job.created goes the usual way,
-        # after the commit, through the writer (which retries until the table is back).
-        logger.warning(
-            "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
+
+    def parts(self, row: NewJob) -> tuple[str, str]:
+        job = SimpleNamespace(
+            pk=0,
+            kind=row.kind,
+            queue=row.queue,
+            engine=row.engine,
+            owner_id=row.owner_id,
+            tenant=row.tenant,
+            priority=row.priority,
+            max_attempts=row.max_attempts,
+            idempotency_key=row.idempotency_key,
+            # As the row reads back: in UTC, the database's time zone.
+            run_at=row.run_at.astimezone(UTC),
+            created_at=row.created_at.astimezone(UTC),
+            **_NEW_ROW,
         )
-        return
-    for job in jobs:
-        job.__dict__["_created_event_stored"] = True
-    if fleet:
-        transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
+        text = encode(event_data("job.created", job, job.created_at))  # type: ignore[arg-type]
+        head, found, tail = text.partition(_ID_ZERO)
+        if not found:  # the event schema changed: job_json's first key is no longer its id
+            raise AssertionError(f"No job id in the job.created event text {text!r}")
+        return head + _ID_ZERO[:-2], "," + tail
+
+    def store(self, alias: str, jobs: list[Job]) -> None:
+        rows = [Published("job.created", job, job.created_at, None).to_row() for job in jobs]
+        fleet = _fleet_publishes()
+        try:
+            stored = store.insert(alias, rows, ordered=True, returning=fleet)
+        except Exception:
+            # The insert ran in a savepoint: the jobs stand. Their job.created goes the usual
+            # way, after the commit, through the writer (which retries until the table is back).
+            logger.warning(
+                "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
+            )
+            return
+        for job in jobs:
+            job.__dict__["_created_event"] = True
+        if fleet:
+            transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
+
+    def stored(self, alias: str, events: list[store.StoredEvent]) -> None:
+        if _fleet_publishes():
+            _publish_fleet(events)
+
+
+# What job_json shows of a row just inserted, besides the caller's values.
+_NEW_ROW = {
+    "state": "queued",
+    "attempts": 0,
+    "progress": None,
+    "error": None,
+    "wait_reason": None,
+    "started_at": None,
+    "ended_at": None,
+    "timestamps_derived": False,
+}
+_ID_ZERO = '"job":{"id":0,'
 
 
 def retention() -> timedelta | None:

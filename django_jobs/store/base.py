@@ -62,6 +62,9 @@ class NewJob:
     # The JSON text of payload and captured when admission already made it (saves a dump).
     payload_json: str | None = None
     captured_json: str | None = None
+    # The JSON text of this job's ``job.created`` event around its id (which the insert
+    # assigns): a store that writes the event with the job stores ``head + id + tail``.
+    created_event: tuple[str, str] | None = None
 
     def payload_text(self) -> str | None:
         """The payload as JSON text; None (SQL NULL, not JSON null) for a None payload."""
@@ -146,11 +149,12 @@ class Store:
         """A cursor for the engine's own hot statements (PostgreSQL: prepared ones)."""
         return self.connection.cursor()
 
-    def jobs_from(self, sql: str, params: list[Any]) -> list[Job]:
+    def jobs_from(self, sql: str, params: list[Any], *, extra: str | None = None) -> list[Job]:
         """Run ``sql``, which returns ``COLUMNS`` in order, and build a ``Job`` per row.
 
         What ``raw_jobs`` does without a ``RawQuerySet``: the same converters (JSON decoding,
         SQLite's dates and booleans) and ``Job.from_db``, at a fraction of the cost per row.
+        With ``extra``, the columns after ``COLUMNS`` are kept, as a tuple, in that attribute.
         """
         connection = self.connection
         with self.prepared_cursor() as cursor:
@@ -160,15 +164,19 @@ class Store:
             return []
         converters = _converters(connection)
         alias = self.alias
+        width = len(FIELD_NAMES)
         jobs = []
         for row in rows:
-            values = list(row)
+            values = list(row[:width])
             for index, col, functions in converters:
                 value = values[index]
                 for function in functions:
                     value = function(value, col, connection)
                 values[index] = value
-            jobs.append(Job.from_db(alias, FIELD_NAMES, values))
+            job = Job.from_db(alias, FIELD_NAMES, values)
+            if extra is not None:
+                job.__dict__[extra] = row[width:]
+            jobs.append(job)
         return jobs
 
     # -- admission ----------------------------------------------------------------------------
@@ -176,6 +184,9 @@ class Store:
     # True when ``insert`` writes in one statement (its reads of deduped rows aside), so in
     # autocommit it needs no transaction of its own.
     insert_is_one_statement = False
+    # True when that statement also stores the rows' ``created_event`` (each inserted job then
+    # carries its stored event in ``_created_event``); otherwise admission stores them itself.
+    inserts_created_events = False
 
     def insert(self, rows: list[NewJob]) -> list[tuple[Job, bool]]:
         """Insert ``rows``; a row whose live key exists returns that job with ``deduped``.

@@ -9,6 +9,10 @@ from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCur
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
+from ..events.store import NOTIFY_CHANNEL as EVENTS_CHANNEL
+from ..events.store import TABLE as EVENTS_TABLE
+from ..events.store import WRITE_LOCK as EVENTS_WRITE_LOCK
+from ..events.store import StoredEvent
 from ..models import Job
 from .base import COLUMNS, TABLE, ClaimSkip, NewJob, Outcome, Store
 
@@ -51,32 +55,75 @@ def _source_values(r: NewJob) -> tuple[Any, ...]:
     )
 
 
+_JOB_COLUMNS = (
+    "kind, queue, engine, state, payload, owner_id, tenant, priority, attempts, max_attempts, "
+    "log, idempotency_key, version, captured, cancel_requested, wake_requested, run_at, "
+    "created_at, timestamps_derived"
+)
+_JOB_VALUES = (
+    "u.kind, u.queue, u.engine, 'queued', u.payload::jsonb, u.owner_id, u.tenant, u.priority, "
+    "0, u.max_attempts, '[]'::jsonb, u.key, u.version, u.captured::jsonb, false, false, "
+    "u.run_at, %s, false"
+)
+_SOURCE_NAMES = ", ".join(name for name, _ in _SOURCE)
+
+
 def _insert_sql(source: str) -> str:
     # Parameters: created_at, the source's, then the NOTIFY channel. The "woken" CTE runs
     # once (a CTE with a volatile function is materialized) and is empty when nothing was
     # inserted; the main query joins its single COUNT row only to make it run.
     return (
-        f"WITH ins AS (INSERT INTO {TABLE} AS j (kind, queue, engine, state, payload, "
-        "owner_id, tenant, priority, attempts, max_attempts, log, idempotency_key, version, "
-        "captured, cancel_requested, wake_requested, run_at, created_at, timestamps_derived) "
-        "SELECT u.kind, u.queue, u.engine, 'queued', u.payload::jsonb, u.owner_id, "
-        "u.tenant, u.priority, 0, u.max_attempts, '[]'::jsonb, u.key, u.version, "
-        "u.captured::jsonb, false, false, u.run_at, %s, false "
-        f"FROM {source} AS u({', '.join(name for name, _ in _SOURCE)}) "
-        f"ON CONFLICT DO NOTHING RETURNING {RETURNING}), "
+        f"WITH ins AS (INSERT INTO {TABLE} AS j ({_JOB_COLUMNS}) SELECT {_JOB_VALUES} "
+        f"FROM {source} AS u({_SOURCE_NAMES}) ON CONFLICT DO NOTHING RETURNING {RETURNING}), "
         "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e) "
         "SELECT ins.* FROM ins, (SELECT COUNT(*) FROM woken) AS w"
     )
 
 
-INSERT_ONE = _insert_sql("(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "))")
+def _insert_with_events_sql(source: str) -> str:
+    # As _insert_sql, and each inserted job's job.created event row in the same statement, so
+    # an enqueue in autocommit stays one round trip. Parameters: the source's (plus each
+    # event's text before and after the job id, and the row's ordinal), created_at, the
+    # NOTIFY channel, the event write lock, the events' NOTIFY channel.
+    #
+    # "src" draws the job ids first, so an event row can be joined to the source row it was
+    # made from (RETURNING cannot return the source's columns). The write lock (see
+    # events/store.py) is taken before the first event id is drawn: the event INSERT reads
+    # the "locked" row before it emits any row. Events are inserted in job id order.
+    return (
+        f"WITH src AS (SELECT nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass)"
+        f" AS id, u.* FROM {source} AS u({_SOURCE_NAMES}, event_head, event_tail, n)), "
+        f"ins AS (INSERT INTO {TABLE} AS j (id, {_JOB_COLUMNS}) SELECT u.id, {_JOB_VALUES} "
+        f"FROM src AS u ON CONFLICT DO NOTHING RETURNING {RETURNING}), "
+        "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e), "
+        "locked AS (SELECT pg_advisory_xact_lock(%s) FROM (SELECT 1 FROM ins LIMIT 1) AS one), "
+        f"ev AS (INSERT INTO {EVENTS_TABLE} (type, job_id, owner, data, created_at) "
+        "SELECT 'job.created', ins.id, ins.owner_id::text, "
+        "src.event_head || ins.id::text || src.event_tail, ins.created_at "
+        "FROM ins JOIN src ON src.id = ins.id, (SELECT COUNT(*) FROM locked) AS l "
+        "ORDER BY ins.id RETURNING id, job_id), "
+        "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ev LIMIT 1) AS one) "
+        "SELECT ins.*, ev.id, src.n FROM ins JOIN src ON src.id = ins.id "
+        "LEFT JOIN ev ON ev.job_id = ins.id, "
+        "(SELECT COUNT(*) FROM woken) AS w, (SELECT COUNT(*) FROM told) AS t"
+    )
+
+
+_ONE = "(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "))"
 # %b: arrays travel in binary, which psycopg dumps about ten times faster than as text.
-INSERT_MANY = _insert_sql("unnest(" + ", ".join(f"%b::{t}[]" for _, t in _SOURCE) + ")")
+_MANY = "unnest(" + ", ".join(f"%b::{t}[]" for _, t in _SOURCE) + ")"
+INSERT_ONE = _insert_sql(_ONE)
+INSERT_MANY = _insert_sql(_MANY)
+INSERT_ONE_WITH_EVENT = _insert_with_events_sql(_ONE[:-2] + ", %s::text, %s::text, 1))")
+INSERT_MANY_WITH_EVENTS = _insert_with_events_sql(
+    _MANY[:-1] + ", %b::text[], %b::text[]) WITH ORDINALITY"
+)
 
 
 class PostgresStore(Store):
     vendor = "postgresql"
     insert_is_one_statement = True
+    inserts_created_events = True
 
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
         return "= ANY(%s)", [list(values)]
@@ -104,12 +151,34 @@ class PostgresStore(Store):
         # a single row as plain parameters; both statements keep one text and get prepared.
         # ON CONFLICT DO NOTHING skips rows whose key a live job holds (the partial unique
         # index); the caller reads those back.
+        if rows[0].created_event is not None:
+            return self._insert_rows_with_events(rows)
         if len(rows) == 1:
             sql, source = INSERT_ONE, _source_values(rows[0])
         else:
             sql = INSERT_MANY
             source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
         return self.jobs_from(sql, [rows[0].created_at, *source, CHANNEL])
+
+    def _insert_rows_with_events(self, rows: list[NewJob]) -> list[Job]:
+        if len(rows) == 1:
+            head, tail = rows[0].created_event  # type: ignore[misc]
+            sql, source = INSERT_ONE_WITH_EVENT, [*_source_values(rows[0]), head, tail]
+        else:
+            sql = INSERT_MANY_WITH_EVENTS
+            source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
+            parts = [r.created_event for r in rows]
+            source += [[p[0] for p in parts], [p[1] for p in parts]]  # type: ignore[index]
+        params = [*source, rows[0].created_at, CHANNEL, EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
+        jobs = self.jobs_from(sql, params, extra="_created_event")
+        for job in jobs:
+            event_id, n = job.__dict__["_created_event"]
+            head, tail = rows[n - 1].created_event  # type: ignore[misc]
+            owner = None if job.owner_id is None else str(job.owner_id)
+            job.__dict__["_created_event"] = StoredEvent(
+                event_id, "job.created", job.pk, owner, f"{head}{job.pk}{tail}"
+            )
+        return jobs
 
     def try_scheduler_lock(self) -> bool:
         # Released when the tick's transaction ends; a second scheduler skips its tick.

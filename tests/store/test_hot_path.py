@@ -7,17 +7,22 @@ enqueue wakes nobody. Runs on SQLite and PostgreSQL (the NOTIFY tests on Postgre
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.django import TransactionTestCase as HypothesisTransactionTestCase
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.test import TransactionTestCase
 
 from django_jobs import clock
-from django_jobs.models import Job
-from django_jobs.signals import jobs_admitted
+from django_jobs.engine.admission import set_created_events
+from django_jobs.events.outbox import writer
+from django_jobs.events.payloads import encode, event_data
+from django_jobs.models import Job, JobEventRecord
 from django_jobs.store import get_store
 from testproject.jobs import noop
 
@@ -76,6 +81,67 @@ class BuiltFromRowsTests(TransactionTestCase):
         assert Job.objects.count() == 2
 
 
+# Values as varied as callers pass them: PostgreSQL text holds no NUL character.
+texts = st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=30)
+when = st.datetimes(
+    min_value=datetime(2001, 1, 1), max_value=datetime(2099, 1, 1), timezones=st.timezones()
+)
+
+
+class CreatedEventTests(HypothesisTransactionTestCase):
+    """job.created is stored with the job (by the insert itself on PostgreSQL, whose text is
+    made before the row exists): it must be the very text made from the row read back."""
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        owned=st.booleans(),
+        tenant=st.none() | texts,
+        priority=st.none() | st.integers(-32768, 32767),
+        key=st.none() | texts.filter(bool),
+        run_at=st.none() | when,
+        batch=st.integers(1, 4),
+    )
+    def test_the_stored_event_is_the_event_of_the_row(
+        self, owned, tenant, priority, key, run_at, batch
+    ):
+        owner = User.objects.get_or_create(username="owner")[0] if owned else None
+        payloads = [{"i": i} for i in range(batch)]
+        options = {"owner": owner, "tenant": tenant, "priority": priority, "run_at": run_at}
+        if batch == 1:
+            jobs = [noop.enqueue(payloads[0], idempotency_key=key, **options)]
+        else:
+            # A key shared by the batch dedupes it to one job (and one event).
+            jobs = noop.enqueue_many(payloads, idempotency_key=key, **options)
+        created = {job.pk for job in jobs if not job.deduped}
+        rows = JobEventRecord.objects.filter(job_id__in=[j.pk for j in jobs], type="job.created")
+        assert sorted(row.job_id for row in rows) == sorted(created)
+        for row in rows:
+            job = Job.objects.get(pk=row.job_id)
+            assert row.data == encode(event_data("job.created", job, job.created_at))
+            assert row.owner == (None if owner is None else str(owner.pk))
+            assert row.created_at == job.created_at
+
+    def test_event_ids_follow_job_ids_in_a_batch(self):
+        jobs = noop.enqueue_many([{"order": i} for i in range(50)])
+        rows = JobEventRecord.objects.filter(type="job.created").order_by("id")
+        assert [row.job_id for row in rows] == [job.pk for job in jobs]
+
+    def test_a_failing_event_insert_still_enqueues_and_the_event_follows(self):
+        table = JobEventRecord._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+        try:
+            job = noop.enqueue({"events": "away"})
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+        assert Job.objects.filter(pk=job.pk, state="queued").exists()
+        assert writer.flush(timeout=10)
+        assert list(
+            JobEventRecord.objects.filter(job_id=job.pk).values_list("type", flat=True)
+        ) == ["job.created"]
+
+
 @pytest.mark.postgres
 class WakeUpTests(TransactionTestCase):
     def setUp(self) -> None:
@@ -103,19 +169,18 @@ class WakeUpTests(TransactionTestCase):
         raise AssertionError(f"the marker never arrived; got {notes}")
 
     def test_an_enqueue_in_autocommit_is_one_statement_and_wakes_its_engine(self):
-        # Without a jobs_admitted receiver (the live events store writes job.created in the
-        # enqueue's own transaction) an enqueue in autocommit needs no transaction of its own.
-        from django_jobs.events.outbox import on_jobs_admitted
-
-        uid = "django_jobs.events.admitted"
-        jobs_admitted.disconnect(dispatch_uid=uid)
+        # The statement also stores the job's job.created event row (live events are on).
+        with self.assertNumQueries(1):
+            job = noop.enqueue({"n": 1})
+        assert JobEventRecord.objects.filter(job_id=job.pk, type="job.created").count() == 1
+        previous = set_created_events(None)
         try:
             with self.assertNumQueries(1):
-                noop.enqueue({"n": 1})
+                noop.enqueue({"n": 4})
         finally:
-            jobs_admitted.connect(on_jobs_admitted, dispatch_uid=uid)
+            set_created_events(previous)
         noop.enqueue_many([{"n": 2}, {"n": 3}])
-        assert self.notes_until_marker() == ["default", "default"]
+        assert self.notes_until_marker() == ["default", "default", "default"]
 
     def test_a_rollback_or_a_deduped_enqueue_wakes_nobody(self):
         noop.enqueue({"n": 1})
