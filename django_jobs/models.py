@@ -7,7 +7,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.base import ModelState
 from django.db.models.functions import Coalesce
+from django.db.models.signals import post_init, pre_init
 
 from .types import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
 
@@ -28,6 +30,9 @@ class Job(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        # django_jobs_owner_idx serves lookups by owner; a second index would be written on
+        # every insert and state change for nothing.
+        db_index=False,
     )
     tenant = models.CharField(max_length=200, null=True, blank=True)
     priority = models.SmallIntegerField(default=0)
@@ -70,8 +75,18 @@ class Job(models.Model):
             ),
             models.Index(fields=["state", "queue"], name="django_jobs_state_queue_idx"),
             models.Index(fields=["kind", "state"], name="django_jobs_kind_state_idx"),
-            models.Index(fields=["owner", "-id"], name="django_jobs_owner_idx"),
-            models.Index(fields=["ended_at"], name="django_jobs_ended_idx"),
+            # Partial: a job without an owner, or not yet ended, costs these indexes nothing
+            # (an index entry is written on every insert and every state change).
+            models.Index(
+                fields=["owner", "-id"],
+                name="django_jobs_owner_idx",
+                condition=models.Q(owner__isnull=False),
+            ),
+            models.Index(
+                fields=["ended_at"],
+                name="django_jobs_ended_idx",
+                condition=models.Q(ended_at__isnull=False),
+            ),
         ]
         constraints = [
             # One live job per (kind, owner, key): the idempotency guarantee.
@@ -95,6 +110,20 @@ class Job(models.Model):
         instance = super().from_db(db, field_names, values, **kwargs)
         instance.normalize_timestamps()
         return instance
+
+    @classmethod
+    def built(cls, db: str, values: dict[str, Any]) -> Job:
+        """A job from every column's value (in field order), as ``from_db`` would build it,
+        without ``Model.__init__`` (a third of an ``enqueue_many``'s time) when nothing
+        listens to ``pre_init``/``post_init`` of jobs. The values need no normalizing."""
+        if pre_init.has_listeners(cls) or post_init.has_listeners(cls):
+            return cls.from_db(db, list(values), list(values.values()))
+        job = cls.__new__(cls)
+        job.__dict__.update(values)
+        state = job._state = ModelState()
+        state.adding = False
+        state.db = db
+        return job
 
     def normalize_timestamps(self) -> None:
         """Fill in timestamps the state implies but the row lacks (imported or old rows)."""

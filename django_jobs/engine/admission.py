@@ -16,7 +16,7 @@ from ..exceptions import InvalidPayload, JobDuplicate, OutboxNoTransaction
 from ..models import Job
 from ..registry import ensure_json
 from ..store import NewJob, Store, get_store
-from .events import publish_after_commit
+from .events import publish_all_after_commit
 
 if TYPE_CHECKING:
     from ..registry import JobHandle
@@ -118,6 +118,11 @@ def admit(
                 created = [job for job, deduped in results if not deduped]
                 if created:
                     created_events.store(alias, created)
+    created = [job for job, deduped in results if not deduped]
+    if created:
+        # Stored: the store's insert, or created_events.store, wrote the event row.
+        stored = [job.__dict__.pop("_created_event", None) is not None for job in created]
+        publish_all_after_commit("job.created", created, alias=alias, stored=stored)
     jobs = []
     returned: set[int] = set()
     for job, deduped in results:
@@ -132,10 +137,6 @@ def admit(
             job = copy.copy(job)  # a duplicate inside the batch gets its own deduped flag
         returned.add(id(job))
         job.deduped = deduped
-        if not deduped:
-            # Set by the store's insert, or by created_events.store: the row exists.
-            stored = job.__dict__.pop("_created_event", None) is not None
-            publish_after_commit("job.created", job, alias=alias, stored=stored)
         jobs.append(job)
     return jobs
 

@@ -47,3 +47,17 @@ def publish(event_type: str, job: Job, **extra: Any) -> None:
 def publish_after_commit(event_type: str, job: Job, *, alias: str, **extra: Any) -> None:
     if job_event.receivers:
         transaction.on_commit(lambda: publish(event_type, job, **extra), using=alias)
+
+
+def publish_all_after_commit(
+    event_type: str, jobs: list[Job], *, alias: str, stored: list[bool]
+) -> None:
+    """``publish`` each of ``jobs`` after the commit (one callback for a whole batch);
+    ``stored[i]`` is passed as ``stored=`` with ``jobs[i]``."""
+    if job_event.receivers:
+
+        def publish_all() -> None:
+            for job, was_stored in zip(jobs, stored, strict=True):
+                publish(event_type, job, stored=was_stored)
+
+        transaction.on_commit(publish_all, using=alias)

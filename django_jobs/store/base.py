@@ -149,12 +149,11 @@ class Store:
         """A cursor for the engine's own hot statements (PostgreSQL: prepared ones)."""
         return self.connection.cursor()
 
-    def jobs_from(self, sql: str, params: list[Any], *, extra: str | None = None) -> list[Job]:
+    def jobs_from(self, sql: str, params: list[Any]) -> list[Job]:
         """Run ``sql``, which returns ``COLUMNS`` in order, and build a ``Job`` per row.
 
         What ``raw_jobs`` does without a ``RawQuerySet``: the same converters (JSON decoding,
         SQLite's dates and booleans) and ``Job.from_db``, at a fraction of the cost per row.
-        With ``extra``, the columns after ``COLUMNS`` are kept, as a tuple, in that attribute.
         """
         connection = self.connection
         with self.prepared_cursor() as cursor:
@@ -164,19 +163,15 @@ class Store:
             return []
         converters = _converters(connection)
         alias = self.alias
-        width = len(FIELD_NAMES)
         jobs = []
         for row in rows:
-            values = list(row[:width])
+            values = list(row)
             for index, col, functions in converters:
                 value = values[index]
                 for function in functions:
                     value = function(value, col, connection)
                 values[index] = value
-            job = Job.from_db(alias, FIELD_NAMES, values)
-            if extra is not None:
-                job.__dict__[extra] = row[width:]
-            jobs.append(job)
+            jobs.append(Job.from_db(alias, FIELD_NAMES, values))
         return jobs
 
     # -- admission ----------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
@@ -68,34 +69,38 @@ _JOB_VALUES = (
 _SOURCE_NAMES = ", ".join(name for name, _ in _SOURCE)
 
 
-def _insert_sql(source: str) -> str:
-    # Parameters: created_at, the source's, then the NOTIFY channel. The "woken" CTE runs
-    # once (a CTE with a volatile function is materialized) and is empty when nothing was
-    # inserted; the main query joins its single COUNT row only to make it run.
-    return (
-        f"WITH ins AS (INSERT INTO {TABLE} AS j ({_JOB_COLUMNS}) SELECT {_JOB_VALUES} "
-        f"FROM {source} AS u({_SOURCE_NAMES}) ON CONFLICT DO NOTHING RETURNING {RETURNING}), "
-        "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e) "
-        "SELECT ins.* FROM ins, (SELECT COUNT(*) FROM woken) AS w"
-    )
+def _insert_sql(source: str, *, events: bool) -> str:
+    """One statement that inserts the rows, wakes their engines' workers and, with
+    ``events``, stores each inserted job's ``job.created`` event row.
 
+    It returns, per inserted row, the row's ordinal in the source and its job id (and its
+    event's id): the caller builds the jobs from what it sent. Parameters: the source's
+    (with ``events``, also each event's text before and after the job id), created_at, the
+    NOTIFY channel, and with ``events`` the event write lock and the events' NOTIFY channel.
 
-def _insert_with_events_sql(source: str) -> str:
-    # As _insert_sql, and each inserted job's job.created event row in the same statement, so
-    # an enqueue in autocommit stays one round trip. Parameters: the source's (plus each
-    # event's text before and after the job id, and the row's ordinal), created_at, the
-    # NOTIFY channel, the event write lock, the events' NOTIFY channel.
-    #
-    # "src" draws the job ids first, so an event row can be joined to the source row it was
-    # made from (RETURNING cannot return the source's columns). The write lock (see
-    # events/store.py) is taken before the first event id is drawn: the event INSERT reads
-    # the "locked" row before it emits any row. Events are inserted in job id order.
-    return (
+    "src" draws the job ids first, so an inserted row can be joined back to the source row
+    (RETURNING cannot return the source's columns). A CTE with a volatile function runs once
+    (it is materialized); the main query joins each one's COUNT row only to make it run. The
+    wake-up is empty when nothing was inserted and is delivered on commit only. The events'
+    write lock (see events/store.py) is taken before the first event id is drawn: the event
+    INSERT reads the "locked" row before it emits any row. Events go in job id order.
+    """
+    extra = ", event_head, event_tail" if events else ""
+    sql = (
         f"WITH src AS (SELECT nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass)"
-        f" AS id, u.* FROM {source} AS u({_SOURCE_NAMES}, event_head, event_tail, n)), "
+        f" AS id, u.* FROM {source} AS u({_SOURCE_NAMES}{extra}, n)), "
         f"ins AS (INSERT INTO {TABLE} AS j (id, {_JOB_COLUMNS}) SELECT u.id, {_JOB_VALUES} "
-        f"FROM src AS u ON CONFLICT DO NOTHING RETURNING {RETURNING}), "
-        "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e), "
+        "FROM src AS u ON CONFLICT DO NOTHING RETURNING j.id, j.engine, j.owner_id, "
+        "j.created_at), "
+        "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e)"
+    )
+    if not events:
+        return (
+            f"{sql} SELECT src.n, ins.id FROM ins JOIN src ON src.id = ins.id, "
+            "(SELECT COUNT(*) FROM woken) AS w"
+        )
+    return (
+        f"{sql}, "
         "locked AS (SELECT pg_advisory_xact_lock(%s) FROM (SELECT 1 FROM ins LIMIT 1) AS one), "
         f"ev AS (INSERT INTO {EVENTS_TABLE} (type, job_id, owner, data, created_at) "
         "SELECT 'job.created', ins.id, ins.owner_id::text, "
@@ -103,21 +108,59 @@ def _insert_with_events_sql(source: str) -> str:
         "FROM ins JOIN src ON src.id = ins.id, (SELECT COUNT(*) FROM locked) AS l "
         "ORDER BY ins.id RETURNING id, job_id), "
         "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ev LIMIT 1) AS one) "
-        "SELECT ins.*, ev.id, src.n FROM ins JOIN src ON src.id = ins.id "
+        "SELECT src.n, ins.id, ev.id FROM ins JOIN src ON src.id = ins.id "
         "LEFT JOIN ev ON ev.job_id = ins.id, "
         "(SELECT COUNT(*) FROM woken) AS w, (SELECT COUNT(*) FROM told) AS t"
     )
 
 
-_ONE = "(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "))"
+_ONE = "(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "{}, 1))"
 # %b: arrays travel in binary, which psycopg dumps about ten times faster than as text.
-_MANY = "unnest(" + ", ".join(f"%b::{t}[]" for _, t in _SOURCE) + ")"
-INSERT_ONE = _insert_sql(_ONE)
-INSERT_MANY = _insert_sql(_MANY)
-INSERT_ONE_WITH_EVENT = _insert_with_events_sql(_ONE[:-2] + ", %s::text, %s::text, 1))")
-INSERT_MANY_WITH_EVENTS = _insert_with_events_sql(
-    _MANY[:-1] + ", %b::text[], %b::text[]) WITH ORDINALITY"
-)
+_MANY = "unnest(" + ", ".join(f"%b::{t}[]" for _, t in _SOURCE) + "{}) WITH ORDINALITY"
+INSERT_ONE = _insert_sql(_ONE.format(""), events=False)
+INSERT_MANY = _insert_sql(_MANY.format(""), events=False)
+INSERT_ONE_WITH_EVENT = _insert_sql(_ONE.format(", %s::text, %s::text"), events=True)
+INSERT_MANY_WITH_EVENTS = _insert_sql(_MANY.format(", %b::text[], %b::text[]"), events=True)
+
+
+def _new_job_values(row: NewJob, job_id: int) -> dict[str, Any]:
+    """The columns of a row just inserted from ``row``, as a read would give them back."""
+    return {
+        "id": job_id,
+        "kind": row.kind,
+        "queue": row.queue,
+        "engine": row.engine,
+        "state": "queued",
+        "payload": _reread(row.payload_text()),
+        "result": None,
+        "error": None,
+        "owner_id": row.owner_id,
+        "tenant": row.tenant,
+        "priority": row.priority,
+        "attempts": 0,
+        "max_attempts": row.max_attempts,
+        "progress": None,
+        "log": [],
+        "wait_reason": None,
+        "idempotency_key": row.idempotency_key,
+        "version": row.version,
+        "captured": _reread(row.captured_text()),
+        "cancel_requested": False,
+        "wake_requested": False,
+        "worker_id": None,
+        "leased_until": None,
+        # Read back in UTC, the connection's time zone.
+        "run_at": row.run_at.astimezone(UTC),
+        "created_at": row.created_at.astimezone(UTC),
+        "started_at": None,
+        "ended_at": None,
+        "timestamps_derived": False,
+    }
+
+
+def _reread(text: str | None) -> Any:
+    # A fresh value, as a read gives (the caller's object may change after the enqueue).
+    return None if text is None else json.loads(text)
 
 
 class PostgresStore(Store):
@@ -145,39 +188,41 @@ class PostgresStore(Store):
         return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
 
     def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
-        # One statement whatever the batch size, and it also wakes the engines' idle workers:
-        # pg_notify is sent once per engine that got a row and delivered on commit only, so a
-        # rolled-back enqueue wakes nobody. A batch travels as one array per column (unnest),
-        # a single row as plain parameters; both statements keep one text and get prepared.
-        # ON CONFLICT DO NOTHING skips rows whose key a live job holds (the partial unique
-        # index); the caller reads those back.
-        if rows[0].created_event is not None:
-            return self._insert_rows_with_events(rows)
+        # One statement whatever the batch size (see _insert_sql). A batch travels as one
+        # array per column (unnest), a single row as plain parameters; both statements keep
+        # one text and get prepared. ON CONFLICT DO NOTHING skips rows whose key a live job
+        # holds (the partial unique index); the caller reads those back. The jobs are built
+        # from the rows sent: reading every column back, and decoding it, costs more than
+        # the insert.
+        events = rows[0].created_event is not None
         if len(rows) == 1:
-            sql, source = INSERT_ONE, _source_values(rows[0])
+            sql = INSERT_ONE_WITH_EVENT if events else INSERT_ONE
+            source = list(_source_values(rows[0]))
+            if events:
+                source += rows[0].created_event  # type: ignore[arg-type]
         else:
-            sql = INSERT_MANY
+            sql = INSERT_MANY_WITH_EVENTS if events else INSERT_MANY
             source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
-        return self.jobs_from(sql, [rows[0].created_at, *source, CHANNEL])
-
-    def _insert_rows_with_events(self, rows: list[NewJob]) -> list[Job]:
-        if len(rows) == 1:
-            head, tail = rows[0].created_event  # type: ignore[misc]
-            sql, source = INSERT_ONE_WITH_EVENT, [*_source_values(rows[0]), head, tail]
-        else:
-            sql = INSERT_MANY_WITH_EVENTS
-            source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
-            parts = [r.created_event for r in rows]
-            source += [[p[0] for p in parts], [p[1] for p in parts]]  # type: ignore[index]
-        params = [*source, rows[0].created_at, CHANNEL, EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
-        jobs = self.jobs_from(sql, params, extra="_created_event")
-        for job in jobs:
-            event_id, n = job.__dict__["_created_event"]
-            head, tail = rows[n - 1].created_event  # type: ignore[misc]
-            owner = None if job.owner_id is None else str(job.owner_id)
-            job.__dict__["_created_event"] = StoredEvent(
-                event_id, "job.created", job.pk, owner, f"{head}{job.pk}{tail}"
-            )
+            if events:
+                parts = [r.created_event for r in rows]
+                source += [[p[0] for p in parts], [p[1] for p in parts]]  # type: ignore[index]
+        params = [*source, rows[0].created_at, CHANNEL]
+        if events:
+            params += [EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
+        with self.prepared_cursor() as cursor:
+            cursor.execute(sql, params)
+            inserted = cursor.fetchall()
+        jobs = []
+        for n, job_id, *event_id in inserted:
+            row = rows[n - 1]
+            job = Job.built(self.alias, _new_job_values(row, job_id))
+            if events:
+                head, tail = row.created_event  # type: ignore[misc]
+                owner = None if row.owner_id is None else str(row.owner_id)
+                job.__dict__["_created_event"] = StoredEvent(
+                    event_id[0], "job.created", job_id, owner, f"{head}{job_id}{tail}"
+                )
+            jobs.append(job)
         return jobs
 
     def try_scheduler_lock(self) -> bool:

@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from hypothesis.extra.django import TransactionTestCase as HypothesisTransactionTestCase
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.test import TransactionTestCase
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.django import TransactionTestCase as HypothesisTransactionTestCase
 
 from django_jobs import clock
 from django_jobs.engine.admission import set_created_events
@@ -37,6 +37,7 @@ def as_read_back(job: Job) -> dict[str, Any]:
 
 def assert_same_as_orm(jobs: list[Job]) -> None:
     for job in jobs:
+        assert set(FIELDS) <= job.__dict__.keys()  # every field loaded, none deferred
         stored = Job.objects.get(pk=job.pk)
         assert as_read_back(job) == as_read_back(stored)
         assert job._state.adding is False and job._state.db == stored._state.db
