@@ -112,18 +112,21 @@ class Job(models.Model):
         return instance
 
     @classmethod
-    def built(cls, db: str, values: dict[str, Any]) -> Job:
-        """A job from every column's value (in field order), as ``from_db`` would build it,
+    def built(cls, db: str, rows: list[dict[str, Any]]) -> list[Job]:
+        """Jobs from every column's value (in field order), as ``from_db`` would build them,
         without ``Model.__init__`` (a third of an ``enqueue_many``'s time) when nothing
         listens to ``pre_init``/``post_init`` of jobs. The values need no normalizing."""
         if pre_init.has_listeners(cls) or post_init.has_listeners(cls):
-            return cls.from_db(db, list(values), list(values.values()))
-        job = cls.__new__(cls)
-        job.__dict__.update(values)
-        state = job._state = ModelState()
-        state.adding = False
-        state.db = db
-        return job
+            return [cls.from_db(db, list(values), list(values.values())) for values in rows]
+        jobs = []
+        for values in rows:
+            job = cls.__new__(cls)
+            job.__dict__.update(values)
+            state = job._state = ModelState()
+            state.adding = False
+            state.db = db
+            jobs.append(job)
+        return jobs
 
     def normalize_timestamps(self) -> None:
         """Fill in timestamps the state implies but the row lacks (imported or old rows)."""

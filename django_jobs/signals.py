@@ -12,4 +12,5 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-job_event = Signal()
+# Cached per sender: sent several times for every job, it must cost next to nothing.
+job_event = Signal(use_caching=True)

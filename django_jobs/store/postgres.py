@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
@@ -39,22 +42,38 @@ _SOURCE = [
 ]
 
 
-def _source_values(r: NewJob) -> tuple[Any, ...]:
-    return (
-        r.kind,
-        r.queue,
-        r.engine,
-        r.payload_text(),
-        r.owner_id,
-        r.tenant,
-        r.priority,
-        r.max_attempts,
-        r.idempotency_key,
-        r.version,
-        r.captured_text(),
-        r.run_at,
-    )
-
+# Each source column's value on a NewJob.
+_VALUE_OF: dict[str, Callable[[NewJob], Any]] = {
+    "kind": attrgetter("kind"),
+    "queue": attrgetter("queue"),
+    "engine": attrgetter("engine"),
+    "payload": NewJob.payload_text,
+    "owner_id": attrgetter("owner_id"),
+    "tenant": attrgetter("tenant"),
+    "priority": attrgetter("priority"),
+    "max_attempts": attrgetter("max_attempts"),
+    "key": attrgetter("idempotency_key"),
+    "version": attrgetter("version"),
+    "captured": NewJob.captured_text,
+    "run_at": attrgetter("run_at"),
+    "event_head": lambda r: r.created_event[0],
+    "event_tail": lambda r: r.created_event[1],
+}
+_TYPES = {**dict(_SOURCE), "event_head": "text", "event_tail": "text"}
+# What differs between the rows of one enqueue_many: the rest is sent once, not per row.
+_PER_ROW = ("payload", "key", "captured")
+_SHARED_OF = attrgetter(
+    "kind",
+    "queue",
+    "engine",
+    "owner_id",
+    "tenant",
+    "priority",
+    "max_attempts",
+    "version",
+    "run_at",
+    "created_at",
+)
 
 _JOB_COLUMNS = (
     "kind, queue, engine, state, payload, owner_id, tenant, priority, attempts, max_attempts, "
@@ -66,17 +85,19 @@ _JOB_VALUES = (
     "0, u.max_attempts, '[]'::jsonb, u.key, u.version, u.captured::jsonb, false, false, "
     "u.run_at, %s, false"
 )
-_SOURCE_NAMES = ", ".join(name for name, _ in _SOURCE)
 
 
-def _insert_sql(source: str, *, events: bool) -> str:
+@functools.cache
+def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool) -> str:
     """One statement that inserts the rows, wakes their engines' workers and, with
     ``events``, stores each inserted job's ``job.created`` event row.
 
-    It returns, per inserted row, the row's ordinal in the source and its job id (and its
-    event's id): the caller builds the jobs from what it sent. Parameters: the source's
-    (with ``events``, also each event's text before and after the job id), created_at, the
-    NOTIFY channel, and with ``events`` the event write lock and the events' NOTIFY channel.
+    The ``shared`` columns are parameters sent once; the ``per_row`` ones arrays (``unnest``,
+    in binary: psycopg dumps them about ten times faster than as text). A single row sends
+    everything as plain parameters. It returns, per inserted row, the row's ordinal in the
+    source and its job id (and its event's id): the caller builds the jobs from what it
+    sent. Parameters: the shared values, the per-row arrays, created_at, the NOTIFY channel,
+    and with ``events`` the event write lock and the events' NOTIFY channel.
 
     "src" draws the job ids first, so an inserted row can be joined back to the source row
     (RETURNING cannot return the source's columns). A CTE with a volatile function runs once
@@ -85,10 +106,16 @@ def _insert_sql(source: str, *, events: bool) -> str:
     write lock (see events/store.py) is taken before the first event id is drawn: the event
     INSERT reads the "locked" row before it emits any row. Events go in job id order.
     """
-    extra = ", event_head, event_tail" if events else ""
+    sent_once = "".join(f"%s::{_TYPES[name]} AS {name}, " for name in shared)
+    if per_row:
+        arrays = ", ".join(f"%b::{_TYPES[name]}[]" for name in per_row)
+        source = f"unnest({arrays}) WITH ORDINALITY AS u({', '.join(per_row)}, n)"
+    else:
+        source = "(VALUES (1::bigint)) AS u(n)"
     sql = (
-        f"WITH src AS (SELECT nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass)"
-        f" AS id, u.* FROM {source} AS u({_SOURCE_NAMES}{extra}, n)), "
+        "WITH src AS (SELECT "
+        f"nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass) AS id, "
+        f"{sent_once}u.* FROM {source}), "
         f"ins AS (INSERT INTO {TABLE} AS j (id, {_JOB_COLUMNS}) SELECT u.id, {_JOB_VALUES} "
         "FROM src AS u ON CONFLICT DO NOTHING RETURNING j.id, j.engine, j.owner_id, "
         "j.created_at), "
@@ -114,13 +141,33 @@ def _insert_sql(source: str, *, events: bool) -> str:
     )
 
 
-_ONE = "(VALUES (" + ", ".join(f"%s::{t}" for _, t in _SOURCE) + "{}, 1))"
-# %b: arrays travel in binary, which psycopg dumps about ten times faster than as text.
-_MANY = "unnest(" + ", ".join(f"%b::{t}[]" for _, t in _SOURCE) + "{}) WITH ORDINALITY"
-INSERT_ONE = _insert_sql(_ONE.format(""), events=False)
-INSERT_MANY = _insert_sql(_MANY.format(""), events=False)
-INSERT_ONE_WITH_EVENT = _insert_sql(_ONE.format(", %s::text, %s::text"), events=True)
-INSERT_MANY_WITH_EVENTS = _insert_sql(_MANY.format(", %b::text[], %b::text[]"), events=True)
+def _statement(rows: list[NewJob]) -> tuple[str, list[Any]]:
+    """The insert statement for ``rows`` and its parameters (see ``_insert_sql``)."""
+    events = rows[0].created_event is not None
+    names = [name for name, _ in _SOURCE]
+    if events:
+        names += ["event_head", "event_tail"]
+    first = rows[0]
+    if len(rows) == 1:
+        per_row: tuple[str, ...] = ()
+    else:
+        shared = _SHARED_OF(first)
+        head = first.created_event[0] if events else None  # type: ignore[index]
+        uniform = all(
+            _SHARED_OF(r) == shared and (not events or r.created_event[0] == head)  # type: ignore[index]
+            for r in rows
+        )
+        if uniform:
+            per_row = (*_PER_ROW, "event_tail") if events else _PER_ROW
+        else:
+            per_row = tuple(names)
+    shared_names = tuple(name for name in names if name not in per_row)
+    params: list[Any] = [_VALUE_OF[name](first) for name in shared_names]
+    params += [list(map(_VALUE_OF[name], rows)) for name in per_row]
+    params += [first.created_at, CHANNEL]
+    if events:
+        params += [EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
+    return _insert_sql(shared_names, per_row, events), params
 
 
 def _new_job_values(row: NewJob, job_id: int) -> dict[str, Any]:
@@ -188,41 +235,26 @@ class PostgresStore(Store):
         return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
 
     def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
-        # One statement whatever the batch size (see _insert_sql). A batch travels as one
-        # array per column (unnest), a single row as plain parameters; both statements keep
-        # one text and get prepared. ON CONFLICT DO NOTHING skips rows whose key a live job
-        # holds (the partial unique index); the caller reads those back. The jobs are built
-        # from the rows sent: reading every column back, and decoding it, costs more than
-        # the insert.
-        events = rows[0].created_event is not None
-        if len(rows) == 1:
-            sql = INSERT_ONE_WITH_EVENT if events else INSERT_ONE
-            source = list(_source_values(rows[0]))
-            if events:
-                source += rows[0].created_event  # type: ignore[arg-type]
-        else:
-            sql = INSERT_MANY_WITH_EVENTS if events else INSERT_MANY
-            source = [list(column) for column in zip(*map(_source_values, rows), strict=True)]
-            if events:
-                parts = [r.created_event for r in rows]
-                source += [[p[0] for p in parts], [p[1] for p in parts]]  # type: ignore[index]
-        params = [*source, rows[0].created_at, CHANNEL]
-        if events:
-            params += [EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
+        # One statement whatever the batch size (see _insert_sql); each shape keeps one text
+        # and gets prepared. ON CONFLICT DO NOTHING skips rows whose key a live job holds
+        # (the partial unique index); the caller reads those back. The jobs are built from
+        # the rows sent: reading every column back, and decoding it, costs more than the
+        # insert.
+        sql, params = _statement(rows)
         with self.prepared_cursor() as cursor:
             cursor.execute(sql, params)
             inserted = cursor.fetchall()
-        jobs = []
-        for n, job_id, *event_id in inserted:
-            row = rows[n - 1]
-            job = Job.built(self.alias, _new_job_values(row, job_id))
-            if events:
+        jobs = Job.built(
+            self.alias, [_new_job_values(rows[n - 1], job_id) for n, job_id, *_ in inserted]
+        )
+        if rows[0].created_event is not None:
+            for job, (n, job_id, event_id) in zip(jobs, inserted, strict=True):
+                row = rows[n - 1]
                 head, tail = row.created_event  # type: ignore[misc]
                 owner = None if row.owner_id is None else str(row.owner_id)
                 job.__dict__["_created_event"] = StoredEvent(
-                    event_id[0], "job.created", job_id, owner, f"{head}{job_id}{tail}"
+                    event_id, "job.created", job_id, owner, f"{head}{job_id}{tail}"
                 )
-            jobs.append(job)
         return jobs
 
     def try_scheduler_lock(self) -> bool:

@@ -23,7 +23,7 @@ from django_jobs.engine.admission import set_created_events
 from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import encode, event_data
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.store import get_store
+from django_jobs.store import NewJob, get_store
 from testproject.jobs import noop
 
 CHANNEL = "django_jobs"  # django_jobs.store.postgres.CHANNEL, without importing psycopg here
@@ -70,6 +70,34 @@ class BuiltFromRowsTests(TransactionTestCase):
         assert len(claimed) == len(single) + len(many)
         assert all(job.state == "running" and job.attempts == 1 for job in claimed)
         assert_same_as_orm(claimed)
+
+    def test_a_batch_whose_rows_differ_in_every_column_is_inserted_as_sent(self):
+        # enqueue_many's rows share all but their payload and key; the store takes any rows.
+        alice = User.objects.create(username="alice")
+        now = clock.now()
+        rows = [
+            NewJob(
+                kind=f"kind.{i}",
+                queue=f"q{i}",
+                engine="default" if i else "other",
+                payload={"i": i} if i != 1 else None,
+                owner_id=alice.pk if i % 2 else None,
+                tenant=None if i == 2 else f"t{i}",
+                priority=i - 1,
+                max_attempts=i + 1,
+                idempotency_key=f"key-{i}" if i else None,
+                version=f"v{i}",
+                captured={"c": i} if i == 2 else None,
+                run_at=now + timedelta(seconds=i),
+                created_at=now,
+            )
+            for i in range(4)
+        ]
+        jobs = [job for job, deduped in get_store().insert(rows) if not deduped]
+        assert [(j.kind, j.queue, j.engine, j.priority) for j in jobs] == [
+            (r.kind, r.queue, r.engine, r.priority) for r in rows
+        ]
+        assert_same_as_orm(jobs)
 
     def test_a_deduped_enqueue_in_autocommit_returns_the_live_job(self):
         first = noop.enqueue({"k": 1})
