@@ -12,7 +12,6 @@ so an operator who owns a job hears each of its events once.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -67,9 +66,14 @@ def snapshot(job: Job) -> Job:
     return copy
 
 
+# One encoder for every event (it keeps no state between calls): json.dumps(cls=...) would
+# build one per call.
+_ENCODER = DjangoJSONEncoder(separators=(",", ":"))
+
+
 def encode(data: dict[str, Any]) -> str:
     """The wire text of an event (compact JSON)."""
-    return json.dumps(data, cls=DjangoJSONEncoder, separators=(",", ":"))
+    return _ENCODER.encode(data)
 
 
 def owner_key(owner_id: Any) -> str | None:

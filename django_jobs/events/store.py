@@ -54,9 +54,10 @@ class StoredEvent:
 def insert(
     alias: str, events: Sequence[NewEvent], *, ordered: bool = True, returning: bool = False
 ) -> list[StoredEvent]:
-    """Store ``events`` in one transaction (a savepoint inside the caller's) and NOTIFY.
+    """Store ``events`` atomically (in a savepoint inside the caller's transaction) and NOTIFY.
 
-    One statement for the batch (``unnest`` on PostgreSQL, a multi-row ``VALUES`` on SQLite).
+    One statement for the batch on PostgreSQL (``unnest``; write lock and NOTIFY included, so
+    in autocommit it is one round trip), a multi-row ``VALUES`` per chunk on SQLite.
     ``ordered`` takes the write lock on PostgreSQL (see the module docstring); inside a longer
     transaction of the caller pass ``ordered=False``, or the lock is held until it ends.
     ``returning`` gives the stored events back (with their ids), oldest first.
@@ -64,41 +65,74 @@ def insert(
     if not events:
         return []
     connection = connections[alias]
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        return _insert_postgresql(alias, events, ordered, returning)
+    with transaction.atomic(using=alias):
+        if connection.vendor == "postgresql":
+            return _insert_postgresql(alias, events, ordered, returning)
+        return _insert_sqlite(alias, events, returning)
+
+
+def _postgresql_sql(ordered: bool, returning: bool) -> str:
+    # The lock is taken before the first id is drawn: the INSERT reads the "locked" row
+    # before it emits any row. The NOTIFY is delivered on commit, and sent only if a row was
+    # inserted. Parameters: the lock key (ordered), the arrays, the channel.
+    lock = "locked AS (SELECT pg_advisory_xact_lock(%s)), " if ordered else ""
+    after_lock = ", (SELECT COUNT(*) FROM locked) AS l" if ordered else ""
+    back = f" RETURNING {RETURNING}" if returning else " RETURNING id"
+    main = "SELECT ins.* FROM ins, " if returning else "SELECT w.n FROM "
+    # Binary arrays (%b): the client does not quote every value of the batch.
+    return (
+        f"WITH {lock}ins AS (INSERT INTO {TABLE} ({COLUMNS}) SELECT u.* FROM unnest("
+        "%b::varchar[], %b::bigint[], %b::varchar[], %b::text[], %b::timestamptz[]) "
+        f"AS u(type, job_id, owner, data, created_at){after_lock}{back}), "
+        "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ins LIMIT 1) AS one) "
+        f"{main}(SELECT COUNT(*) AS n FROM told) AS w"
+    )
+
+
+_POSTGRESQL_SQL = {
+    (ordered, returning): _postgresql_sql(ordered, returning)
+    for ordered in (False, True)
+    for returning in (False, True)
+}
+
+
+def _insert_postgresql(
+    alias: str, events: Sequence[NewEvent], ordered: bool, returning: bool
+) -> list[StoredEvent]:
+    params: list[Any] = [WRITE_LOCK] if ordered else []
+    params += [
+        [e.type for e in events],
+        [e.job_id for e in events],
+        [e.owner for e in events],
+        [e.data for e in events],
+        [e.created_at for e in events],
+        NOTIFY_CHANNEL,
+    ]
+    # Server-side binding: the statement gets prepared (see PostgresStore.prepared_cursor).
+    with get_store(alias).prepared_cursor() as cursor:
+        cursor.execute(_POSTGRESQL_SQL[ordered, returning], params)
+        if not returning:
+            return []
+        return sorted((StoredEvent(*row) for row in cursor.fetchall()), key=lambda e: e.id)
+
+
+def _insert_sqlite(alias: str, events: Sequence[NewEvent], returning: bool) -> list[StoredEvent]:
+    connection = connections[alias]
+    adapt = connection.ops.adapt_datetimefield_value
     back = f" RETURNING {RETURNING}" if returning else ""
     stored: list[StoredEvent] = []
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            if ordered:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
-            # Server-side binding and binary arrays (%b): the client does not quote every
-            # value of the batch, and the statement gets prepared (see PostgresStore).
-            with get_store(alias).prepared_cursor() as bound:
-                bound.execute(
-                    f"INSERT INTO {TABLE} ({COLUMNS}) SELECT * FROM unnest("
-                    "%b::varchar[], %b::bigint[], %b::varchar[], %b::text[], %b::timestamptz[])"
-                    + back,
-                    [
-                        [e.type for e in events],
-                        [e.job_id for e in events],
-                        [e.owner for e in events],
-                        [e.data for e in events],
-                        [e.created_at for e in events],
-                    ],
-                )
-                if returning:
-                    stored = [StoredEvent(*row) for row in bound.fetchall()]
-            cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
-        else:
-            adapt = connection.ops.adapt_datetimefield_value
-            for start in range(0, len(events), SQLITE_CHUNK):
-                chunk = events[start : start + SQLITE_CHUNK]
-                params: list[Any] = []
-                for e in chunk:
-                    params += [e.type, e.job_id, e.owner, e.data, adapt(e.created_at)]
-                values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
-                cursor.execute(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values}{back}", params)
-                if returning:
-                    stored += [StoredEvent(*row) for row in cursor.fetchall()]
+    with connection.cursor() as cursor:
+        for start in range(0, len(events), SQLITE_CHUNK):
+            chunk = events[start : start + SQLITE_CHUNK]
+            params: list[Any] = []
+            for e in chunk:
+                params += [e.type, e.job_id, e.owner, e.data, adapt(e.created_at)]
+            values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
+            cursor.execute(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values}{back}", params)
+            if returning:
+                stored += [StoredEvent(*row) for row in cursor.fetchall()]
     return sorted(stored, key=lambda event: event.id)
 
 
