@@ -45,6 +45,7 @@ from .engine import cron as cron_rules
 from .events.payloads import EVENT_TYPES
 from .exceptions import InvalidPayload, InvalidSchedule, JobsError
 from .models import Job, JobStep, Schedule
+from .paginator import EstimatedCountPaginator
 from .permissions_util import is_operator
 from .registry import all_handles, get
 from .stats import expired_leases, queue_stats, throughput
@@ -227,6 +228,7 @@ class JobAdmin(admin.ModelAdmin):
     list_select_related = ("owner",)
     ordering = ("-id",)
     show_full_result_count = False  # a filtered list counts once, not twice
+    paginator = EstimatedCountPaginator  # an unfiltered list of millions is not counted
     actions = ("retry_jobs", "cancel_jobs")
     fieldsets = (
         (

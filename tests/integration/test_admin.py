@@ -554,3 +554,38 @@ def test_throughput_counts_ended_jobs_per_utc_minute(db, frozen):
         "ended": 2,
     }
     assert flow["minutes"][0]["cancelled"] == 1 and flow["per_minute"] == 0.4
+
+
+def test_a_big_unfiltered_job_list_shows_the_planners_estimate_not_a_count(
+    operator, many_jobs, monkeypatch
+):
+    """COUNT(*) reads a whole PostgreSQL table: above the threshold the unfiltered list shows
+    the planner's row estimate; filtered lists, and small tables, are counted exactly."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from django_jobs import paginator
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite counts rows from its own b-tree; every list is counted exactly")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobs_job")  # counts this transaction's rows too
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'django_jobs_job'")
+        (estimate,) = cursor.fetchone()
+    assert estimate > 0
+    client = signed_in(operator)
+
+    def counts(params: dict[str, str]) -> tuple[str, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            html = client.get(JOBS, params).content.decode()
+        counted = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+        return html, counted
+
+    html, counted = counts({})
+    assert counted and f"{N_JOBS} jobs" in html  # a small table: the exact count
+    monkeypatch.setattr(paginator, "EXACT_COUNT_BELOW", 1000)
+    html, counted = counts({})
+    assert counted == [] and f"{estimate} jobs" in html
+    failed = sum(1 for j in many_jobs if j.state == "failed")
+    html, counted = counts({"state__exact": "failed"})
+    assert counted and (f"{failed} jobs" in html or f"{failed} results" in html)
