@@ -11,6 +11,8 @@ because every run empties the job table), then measures, each ``--runs`` times:
 
 - ``enqueue``: ``noop.enqueue(payload)`` in autocommit, so one transaction per job
   (``enqueue in atomic``: each inside its own ``transaction.atomic()``);
+- ``enqueue x4``: the same from four processes at once (``--jobs`` in all), as the web
+  processes of a site enqueue;
 - ``enqueue_many``: ``noop.enqueue_many(batch)`` in batches of ``--batch`` jobs;
 - ``drain c=1`` and ``drain c=4``: one real ``manage.py runjobs --burst --concurrency N``
   subprocess drains the jobs just enqueued. The rate is ``jobs / (last ended_at - ready)``,
@@ -67,6 +69,7 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "enqueue": Target(2_000, True, "jobs/s"),
+    "enqueue x4": Target(2_000, True, "jobs/s"),
     "enqueue in atomic": Target(None, True, "jobs/s"),
     "enqueue_many": Target(40_000, True, "jobs/s"),
     "drain c=1": Target(2_000, True, "jobs/s"),
@@ -175,6 +178,45 @@ def enqueue_one_per_transaction(n: int, tag: str, *, atomic: bool = False) -> tu
         return n
 
     return timed(run)
+
+
+PRODUCERS = 4
+
+
+def _produce(n: int, tag: str, go: Any) -> None:
+    from bench.jobs import noop
+
+    noop.enqueue({"warm-up": tag, "pid": os.getpid()})  # connects and prepares first
+    go.wait()
+    for i in range(n):
+        noop.enqueue({"n": i, "run": tag, "pid": os.getpid()})
+
+
+def enqueue_from_processes(n: int, tag: str) -> float:
+    """``n`` jobs enqueued one per transaction by ``PRODUCERS`` forked processes at once."""
+    import multiprocessing
+
+    from django.db import connections
+
+    connections.close_all()  # a forked child must open its own connection
+    context = multiprocessing.get_context("fork")
+    go = context.Event()
+    each = n // PRODUCERS
+    producers = [context.Process(target=_produce, args=(each, tag, go)) for _ in range(PRODUCERS)]
+    for producer in producers:
+        producer.start()
+    time.sleep(2)  # let every producer connect and warm up
+    began = time.perf_counter()
+    go.set()
+    for producer in producers:
+        producer.join()
+        if producer.exitcode != 0:
+            raise SystemExit(f"An enqueuing process exited with {producer.exitcode}.")
+    rate = each * PRODUCERS / (time.perf_counter() - began)
+    (stored,) = sql("SELECT COUNT(*) FROM django_jobs_job WHERE payload ? 'n'")[0]
+    if stored != each * PRODUCERS:
+        raise SystemExit(f"Expected {each * PRODUCERS} enqueued jobs, found {stored}.")
+    return rate
 
 
 def enqueue_in_batches(n: int, batch: int, tag: str) -> tuple[float, float]:
@@ -385,6 +427,8 @@ def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Result
             results.add("drain c=1", rate)
             results.add("drain c=1 cpu", cpu)
         if "enqueue" in only:
+            reset()
+            results.add("enqueue x4", enqueue_from_processes(args.jobs, tag))
             reset()
             rate, _ = enqueue_one_per_transaction(max(args.jobs // 5, 1), tag, atomic=True)
             results.add("enqueue in atomic", rate)
