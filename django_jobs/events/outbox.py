@@ -34,7 +34,7 @@ from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
 from . import store
-from .payloads import encode, event_data, owner_key, snapshot
+from .payloads import encode, event_data, event_text, owner_key, snapshot
 from .store import NewEvent
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class Published:
     line: str | None
 
     def to_row(self) -> NewEvent:
-        data = encode(event_data(self.type, self.job, self.at, self.line))
+        data = event_text(self.type, self.job, self.at, self.line)
         return NewEvent(self.type, self.job.pk, owner_key(self.job.owner_id), data, self.at)
 
 

@@ -13,6 +13,7 @@ so an operator who owns a job hears each of its events once.
 from __future__ import annotations
 
 from datetime import datetime
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -74,6 +75,53 @@ _ENCODER = DjangoJSONEncoder(separators=(",", ":"))
 def encode(data: dict[str, Any]) -> str:
     """The wire text of an event (compact JSON)."""
     return _ENCODER.encode(data)
+
+
+def event_text(event_type: str, job: Job, at: datetime, line: str | None = None) -> str:
+    """``encode(event_data(...))``, written directly: the worker makes two or more per job.
+
+    It must give the very same text; a property test holds it to that. A change to
+    ``job_json`` is a change here too.
+    """
+    state = job.state
+    progress = job.progress or {}
+    error = job.error if state in ("failed", "blocked", "unknown") else None
+    wait_reason = job.wait_reason if state == "waiting" else None
+    text = (
+        f'{{"type":{_value(event_type)},"job":{{"id":{_value(job.pk)},'
+        f'"kind":{_value(job.kind)},"queue":{_value(job.queue)},"engine":{_value(job.engine)},'
+        f'"state":{_value(state)},"owner":{_value(job.owner_id)},"tenant":{_value(job.tenant)},'
+        f'"priority":{_value(job.priority)},"attempts":{_value(job.attempts)},'
+        f'"max_attempts":{_value(job.max_attempts)},'
+        f'"progress":{{"stage":{_value(progress.get("stage"))},'
+        f'"percent":{_value(progress.get("percent"))}}},'
+        f'"error":{_value(error)},"wait_reason":{_value(wait_reason)},'
+        f'"run_at":{_instant(job.run_at)},"created_at":{_instant(job.created_at)},'
+        f'"started_at":{_instant(job.started_at)},"ended_at":{_instant(job.ended_at)},'
+        f'"timestamps_derived":{_value(job.timestamps_derived)},'
+        f'"idempotency_key":{_value(job.idempotency_key)}}},"at":"{at.isoformat()}"'
+    )
+    if event_type == "job.log":
+        return f'{text},"line":{_value(line)}}}'
+    return text + "}"
+
+
+def _value(value: Any) -> str:
+    # The JSON of one value, as _ENCODER writes it; the common types without its machinery.
+    if value is None:
+        return "null"
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    return _ENCODER.encode(value)
+
+
+def _instant(value: datetime | None) -> str:
+    return "null" if value is None else f'"{value.isoformat()}"'
 
 
 def owner_key(owner_id: Any) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 import time_machine
@@ -23,6 +23,8 @@ from django_eventstream.eventrequest import EventRequest
 from django_eventstream.eventstream import get_events as eventstream_get_events
 from django_eventstream.storage import EventDoesNotExist
 from django_eventstream.views import Listener, get_listener_manager
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import django_jobs
 from django_jobs.engine.events import publish
@@ -35,6 +37,9 @@ from django_jobs.events.payloads import (
     OPERATORS_CHANNEL,
     OPERATORS_GROUP,
     channel_for_user,
+    encode,
+    event_data,
+    event_text,
     group_for_user,
     may_read_channel,
     sse_channels,
@@ -46,6 +51,7 @@ from django_jobs.events.store import StoredEvent
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.serialize import job_json
 from django_jobs.testing import run_until_idle
+from django_jobs.types import JobState
 from testproject.jobs import always_fail, hello, record
 
 JOB_KEYS = set(job_json(Job(kind="x"), payload=False))
@@ -95,6 +101,50 @@ def test_a_runs_events_carry_the_job_without_payload_or_result(
     succeeded = data_of(rows[-1])
     assert succeeded["job"]["progress"] == {"stage": "done", "percent": 100}
     assert succeeded["at"] == rows[-1].created_at.isoformat()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=6,
+)
+instants = st.none() | st.datetimes(
+    timezones=st.sampled_from([UTC, timezone.get_fixed_timezone(90)])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    event_type=st.sampled_from(EVENT_TYPES),
+    state=st.sampled_from([*JobState.values, JobState.RUNNING]),
+    fields=st.fixed_dictionaries(
+        {
+            "id": st.integers(1, 2**62),
+            "kind": st.text(),
+            "queue": st.text(),
+            "owner_id": st.none() | st.integers(1, 2**62),
+            "tenant": st.none() | st.text(),
+            "priority": st.integers(-32768, 32767),
+            "attempts": st.integers(0, 100),
+            "max_attempts": st.integers(1, 100),
+            "error": st.none() | st.text(),
+            "wait_reason": st.none() | st.text(),
+            "run_at": instants,
+            "created_at": instants,
+            "started_at": instants,
+            "ended_at": instants,
+            "timestamps_derived": st.booleans(),
+            "idempotency_key": st.none() | st.text(),
+        }
+    ),
+    progress=st.none()
+    | st.fixed_dictionaries({}, optional={"stage": json_values, "percent": json_values}),
+    at=st.datetimes(timezones=st.just(UTC)),
+    line=st.none() | st.text(),
+)
+def test_the_fast_event_text_is_the_encoded_event(event_type, state, fields, progress, at, line):
+    job = Job(state=state, progress=progress, **fields)
+    assert event_text(event_type, job, at, line) == encode(event_data(event_type, job, at, line))
 
 
 @pytest.mark.django_db
