@@ -170,15 +170,20 @@ def exists(alias: str, event_id: int) -> bool:
 
 
 def prune(alias: str, cutoff: datetime, *, batch_size: int = 5000) -> int:
-    """Delete events created before ``cutoff``, in batches of ids; return how many."""
-    deleted = 0
+    """Delete the events created before ``cutoff``, oldest first, in batches; return how many.
+
+    Ids follow creation (rows are stored in batches under the write lock, moments after they
+    are made), so the old events are the ids below the first event created at or after
+    ``cutoff``, found by bisection on the primary key: no index on ``created_at`` is
+    written for every event. An event stored long after it was made (its process could not
+    reach the database for a while) goes with the events stored around it.
+    """
     rows = JobEventRecord.objects.using(alias)
+    end = first_id_since(alias, cutoff)
+    old = rows if end is None else rows.filter(id__lt=end)
+    deleted = 0
     while True:
-        ids = list(
-            rows.filter(created_at__lt=cutoff)
-            .order_by("id")
-            .values_list("id", flat=True)[:batch_size]
-        )
+        ids = list(old.order_by("id").values_list("id", flat=True)[:batch_size])
         if not ids:
             return deleted
         # No relation points at the rows and no signal listens: Django deletes them in one
@@ -187,6 +192,25 @@ def prune(alias: str, cutoff: datetime, *, batch_size: int = 5000) -> int:
         deleted += count
         if len(ids) < batch_size:
             return deleted
+
+
+def first_id_since(alias: str, cutoff: datetime) -> int | None:
+    """The smallest event id created at or after ``cutoff`` (ids follow creation); ``None``
+    when every event is older."""
+    rows = JobEventRecord.objects.using(alias).order_by("id").values_list("id", "created_at")
+    low, high = oldest_id(alias) or 0, latest_id(alias) + 1
+    found: int | None = None
+    # Invariant: every event below ``low`` is older than the cutoff; the first event at or
+    # above ``high`` is ``found`` (made at or after the cutoff), or there is none.
+    while low < high:
+        middle = (low + high) // 2
+        first = rows.filter(id__gte=middle).first()
+        if first is not None and first[1] < cutoff:
+            low = first[0] + 1
+        else:
+            high = middle
+            found = first[0] if first is not None else None
+    return found
 
 
 def listen_connection(alias: str) -> Any:

@@ -23,7 +23,7 @@ from django_eventstream.eventrequest import EventRequest
 from django_eventstream.eventstream import get_events as eventstream_get_events
 from django_eventstream.storage import EventDoesNotExist
 from django_eventstream.views import Listener, get_listener_manager
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import django_jobs
@@ -310,6 +310,36 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
     settings.JOBS = {**settings.JOBS, "EVENT_RETENTION": None}
     assert prune_events() == 0  # keep everything
     assert prune_events(older_than="0s") == 0
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(st.integers(0, 3600), min_size=0, max_size=40),
+    gone=st.sets(st.integers(0, 39)),
+    cutoff=st.integers(-10, 40 * 3600),
+)
+def test_pruning_deletes_exactly_the_events_made_before_the_cutoff(steps, gone, cutoff):
+    """Ids follow creation; pruning finds the boundary by bisection, whatever gaps the ids
+    have (rows deleted before, sequence gaps)."""
+    from django_jobs.events.store import prune
+
+    JobEventRecord.objects.all().delete()
+    start = timezone.now()
+    at, made = start, []
+    for step in steps:
+        at += timedelta(seconds=step)
+        made.append(JobEventRecord(type="job.log", job_id=1, data="{}", created_at=at))
+    rows = JobEventRecord.objects.bulk_create(made)
+    JobEventRecord.objects.filter(pk__in=[r.pk for i, r in enumerate(rows) if i in gone]).delete()
+    kept = [r for i, r in enumerate(rows) if i not in gone]
+    boundary = start + timedelta(seconds=cutoff)
+    old = [r.pk for r in kept if r.created_at < boundary]
+    assert prune(connection.alias, boundary, batch_size=7) == len(old)
+    left = list(JobEventRecord.objects.order_by("id").values_list("id", flat=True))
+    assert left == [r.pk for r in kept if r.created_at >= boundary]
 
 
 @pytest.mark.django_db
