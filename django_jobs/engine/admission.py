@@ -44,6 +44,10 @@ class CreatedEvents(Protocol):
     def stored(self, alias: str, events: list[Any]) -> None:
         """The insert stored ``events`` (and committed them): publish them on."""
 
+    def store_committed(self, alias: str, jobs: list[Job]) -> None:
+        """Store the events of ``jobs`` just after the caller's transaction committed them;
+        mark each job stored with ``_created_event``. Never raises."""
+
 
 _created_events: CreatedEvents | None = None
 
@@ -120,9 +124,13 @@ def admit(
                     created_events.store(alias, created)
     created = [job for job, deduped in results if not deduped]
     if created:
-        # Stored: the store's insert, or created_events.store, wrote the event row.
-        stored = [job.__dict__.pop("_created_event", None) is not None for job in created]
-        publish_all_after_commit("job.created", created, alias=alias, stored=stored)
+        if not own_transaction and _created_events is not None:
+            # The caller's transaction: job.created is stored right after its commit, before
+            # the commit returns (a worker woken by it has yet to claim), not by the writer
+            # thread: so it almost always precedes job.started.
+            writer = _created_events
+            transaction.on_commit(lambda: writer.store_committed(alias, created), using=alias)
+        publish_all_after_commit("job.created", created, alias=alias)
     jobs = []
     returned: set[int] = set()
     for job, deduped in results:

@@ -49,15 +49,14 @@ def publish_after_commit(event_type: str, job: Job, *, alias: str, **extra: Any)
         transaction.on_commit(lambda: publish(event_type, job, **extra), using=alias)
 
 
-def publish_all_after_commit(
-    event_type: str, jobs: list[Job], *, alias: str, stored: list[bool]
-) -> None:
-    """``publish`` each of ``jobs`` after the commit (one callback for a whole batch);
-    ``stored[i]`` is passed as ``stored=`` with ``jobs[i]``."""
+def publish_all_after_commit(event_type: str, jobs: list[Job], *, alias: str) -> None:
+    """``publish`` each of ``jobs`` after the commit (one callback for a whole batch), with
+    ``stored=True`` for a job whose event row was already written (``_created_event``)."""
     if job_event.receivers:
 
         def publish_all() -> None:
-            for job, was_stored in zip(jobs, stored, strict=True):
-                publish(event_type, job, stored=was_stored)
+            for job in jobs:
+                stored = job.__dict__.pop("_created_event", None) is not None
+                publish(event_type, job, stored=stored)
 
         transaction.on_commit(publish_all, using=alias)

@@ -4,7 +4,10 @@
 after the state change, not in its transaction: a process killed between the two loses that
 event (the job row itself is right; a client that reconnects sees the job's current state).
 
-Writes never run on the thread that published: the receiver copies the job's fields at once
+``job.created`` is the exception: ``CreatedEventWriter`` stores it with the job (in the
+enqueue's own statement or transaction), or just as the caller's transaction commits.
+
+Other writes never run on the thread that published: the receiver copies the job's fields at once
 (the job object changes afterwards) and hands the copy to one writer thread per process, which
 makes the JSON, stores everything pending in one statement, then waits for more. A worker
 recording a batch of outcomes, or an ``enqueue_many`` of a thousand jobs, costs one insert, not
@@ -156,6 +159,25 @@ class CreatedEventWriter:
     def stored(self, alias: str, events: list[store.StoredEvent]) -> None:
         if _fleet_publishes():
             _publish_fleet(events)
+
+    def store_committed(self, alias: str, jobs: list[Job]) -> None:
+        # Right after the caller's commit, in autocommit: one statement that takes the write
+        # lock only for itself. (Inside a transaction still, as when a test runs on_commit
+        # callbacks in its own, the lock would last until that ends: go unordered.)
+        ordered = not connections[alias].in_atomic_block
+        rows = [Published("job.created", job, job.created_at, None).to_row() for job in jobs]
+        fleet = _fleet_publishes()
+        try:
+            stored = store.insert(alias, rows, ordered=ordered, returning=fleet)
+        except Exception:
+            logger.warning(
+                "Cannot store job.created after the commit; the writer retries.", exc_info=True
+            )
+            return
+        for job in jobs:
+            job.__dict__["_created_event"] = True
+        if fleet:
+            _publish_fleet(stored)
 
 
 # What job_json shows of a row just inserted, besides the caller's values.

@@ -150,6 +150,20 @@ class CreatedEventTests(HypothesisTransactionTestCase):
             assert row.owner == (None if owner is None else str(owner.pk))
             assert row.created_at == job.created_at
 
+    def test_inside_a_transaction_job_created_is_stored_before_the_commit_returns(self):
+        with transaction.atomic():
+            job = noop.enqueue({"in": "atomic"})
+            many = noop.enqueue_many([{"in": "atomic", "n": i} for i in range(3)])
+            assert not JobEventRecord.objects.exists()  # not before the commit
+        # No writer thread to wait for: the rows exist once the commit has returned.
+        rows = JobEventRecord.objects.filter(type="job.created").order_by("id")
+        assert [row.job_id for row in rows] == [job.pk, *(j.pk for j in many)]
+        with pytest.raises(RuntimeError), transaction.atomic():
+            noop.enqueue({"rolled": "back"})
+            raise RuntimeError("roll back")
+        assert writer.flush(timeout=10)
+        assert JobEventRecord.objects.count() == 4  # nothing for the rolled-back job
+
     def test_event_ids_follow_job_ids_in_a_batch(self):
         jobs = noop.enqueue_many([{"order": i} for i in range(50)])
         rows = JobEventRecord.objects.filter(type="job.created").order_by("id")
