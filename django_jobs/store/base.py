@@ -183,6 +183,8 @@ class Store:
     # True when ``insert`` writes in one statement (its reads of deduped rows aside), so in
     # autocommit it needs no transaction of its own.
     insert_is_one_statement = False
+    # True when ``_insert_rows`` returns the inserted jobs in the order of their rows.
+    inserts_in_row_order = False
     # True when that statement also stores the rows' ``created_event`` (each inserted job then
     # carries its stored event in ``_created_event``); otherwise admission stores them itself.
     inserts_created_events = False
@@ -193,7 +195,10 @@ class Store:
         Inserting wakes the idle workers of the new rows' engines once the transaction commits
         (``_insert_rows`` sends it; a store without wake-ups sends nothing).
         """
-        inserted = {self._identity(j): j for j in self._insert_rows(rows)} if rows else {}
+        jobs = self._insert_rows(rows) if rows else []
+        if self.inserts_in_row_order and len(jobs) == len(rows):
+            return [(job, False) for job in jobs]  # every row inserted: nothing to match
+        inserted = {self._identity(j): j for j in jobs}
         results: list[tuple[Job, bool]] = []
         seen: set[tuple[Any, ...]] = set()
         missing = [r for r in rows if (r.kind, r.owner_id or 0, r.idempotency_key) not in inserted]

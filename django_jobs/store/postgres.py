@@ -213,6 +213,7 @@ def _reread(text: str | None) -> Any:
 class PostgresStore(Store):
     vendor = "postgresql"
     insert_is_one_statement = True
+    inserts_in_row_order = True
     inserts_created_events = True
 
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
@@ -244,6 +245,7 @@ class PostgresStore(Store):
         with self.prepared_cursor() as cursor:
             cursor.execute(sql, params)
             inserted = cursor.fetchall()
+        inserted.sort()  # by the row's ordinal: the jobs come back in the order of their rows
         jobs = Job.built(
             self.alias, [_new_job_values(rows[n - 1], job_id) for n, job_id, *_ in inserted]
         )
