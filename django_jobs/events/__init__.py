@@ -14,12 +14,16 @@ __all__ = ["install", "prune_events"]
 
 def install() -> None:
     """Connect the ``job_event`` receiver that stores events (``JobsConfig.ready`` calls it)."""
+    from django.core.signals import setting_changed
+
     from ..engine.admission import set_created_events
     from ..signals import job_event
     from . import checks  # noqa: F401 - registers the system checks
+    from .fanout import forget_transports
     from .outbox import CreatedEventWriter, on_job_event
 
     job_event.connect(on_job_event, dispatch_uid="django_jobs.events.outbox")
+    setting_changed.connect(forget_transports, dispatch_uid="django_jobs.events.transports")
     set_created_events(CreatedEventWriter())
 
 

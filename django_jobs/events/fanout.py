@@ -56,13 +56,30 @@ def layer_is_local(layer: Any) -> bool:
     return isinstance(layer, InMemoryChannelLayer)
 
 
-def fleet_transports() -> set[str]:
-    """The transports that span processes through Redis: ``"sse"``, ``"ws"``, both or none."""
-    transports = {"sse"} if sse_uses_redis() else set()
-    layer = channel_layer()
-    if layer is not None and not layer_is_local(layer):
-        transports.add("ws")
-    return transports
+def fleet_transports() -> frozenset[str]:
+    """The transports that span processes through Redis: ``"sse"``, ``"ws"``, both or none.
+
+    Asked for every stored batch, and for every enqueue: worked out once, again when
+    ``EVENTSTREAM_REDIS`` or ``CHANNEL_LAYERS`` change (``forget_transports``).
+    """
+    global _transports
+    if _transports is None:
+        transports = {"sse"} if sse_uses_redis() else set()
+        layer = channel_layer()
+        if layer is not None and not layer_is_local(layer):
+            transports.add("ws")
+        _transports = frozenset(transports)
+    return _transports
+
+
+_transports: frozenset[str] | None = None
+
+
+def forget_transports(*, setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: the transports are worked out again when next asked."""
+    global _transports
+    if setting in ("EVENTSTREAM_REDIS", "CHANNEL_LAYERS"):
+        _transports = None
 
 
 def send_sse(rows: list[StoredEvent]) -> None:
