@@ -11,8 +11,8 @@ Every number is read from the job table at scrape time, so any web process can s
 * ``django_jobs_oldest_due_age_seconds{queue}`` (gauge): how long the oldest due job (queued or
   waiting with ``run_at`` passed) has waited; 0 when none is due;
 * ``django_jobs_processed_total{kind,state}`` (counter): ended jobs per kind and final state
-  (succeeded, failed, cancelled) still in the table; pruning (``JOBS["RETENTION"]``) lowers it,
-  which Prometheus reads as a counter reset;
+  (succeeded, failed, cancelled), those in the table plus those pruned (``PrunedCount``), so
+  retention never lowers it;
 * ``django_jobs_pickup_latency_seconds`` (summary): ``started_at - run_at`` over the last
   ``LATENCY_SAMPLE`` started jobs, quantiles 0.5, 0.95 and 0.99, excluding rows whose
   timestamps were derived.
@@ -27,7 +27,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 
 from .conf import jobs_settings
-from .models import Job
+from .models import Job, PrunedCount
 from .permissions_util import is_operator
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 from .types import ENDED_STATES, JobState
@@ -88,17 +88,17 @@ def metrics_text() -> str:
     lines += _header(
         "django_jobs_processed_total",
         "counter",
-        "Ended jobs per kind and final state still in the table (pruning lowers it).",
+        "Ended jobs per kind and final state: those in the table plus those pruned.",
     )
-    ended = (
-        jobs.filter(state__in=ENDED_STATES)
-        .order_by()
-        .values("kind", "state")
-        .annotate(n=Count("id"))
-    )
-    for row in sorted(ended, key=lambda r: (r["kind"], r["state"])):
-        labels = {"kind": row["kind"], "state": row["state"]}
-        lines.append(_sample("django_jobs_processed_total", labels, row["n"]))
+    processed: dict[tuple[str, str], int] = {}
+    ended = jobs.filter(state__in=ENDED_STATES).order_by().values_list("kind", "state")
+    for kind, state, n in ended.annotate(n=Count("id")):
+        processed[kind, state] = n
+    pruned = PrunedCount.objects.using(jobs_settings.DATABASE)
+    for kind, state, n in pruned.values_list("kind", "state", "count"):
+        processed[kind, state] = processed.get((kind, state), 0) + n
+    for (kind, state), n in sorted(processed.items()):
+        lines.append(_sample("django_jobs_processed_total", {"kind": kind, "state": state}, n))
 
     lines += _header(
         "django_jobs_pickup_latency_seconds",

@@ -268,3 +268,23 @@ class JobEventRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} #{self.job_id} (event {self.pk})"
+
+
+class PrunedCount(models.Model):
+    """How many ended jobs of a kind and final state retention has deleted, in all.
+
+    ``django_jobs_processed_total`` adds it to the ended rows still in the table, so the
+    counter never goes down when old jobs are pruned. Written in the pruning transaction.
+    """
+
+    kind = models.CharField(max_length=200)
+    state = models.CharField(max_length=16)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "state"], name="django_jobs_pruned_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.state}: {self.count} pruned"

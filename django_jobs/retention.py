@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import connections, transaction
+from django.db.models import Count, Q
 from django.db.models.signals import post_delete, pre_delete
 
 from . import clock
 from .conf import jobs_settings
 from .durations import Duration, parse_duration
-from .models import Job, JobStep
+from .models import Job, JobStep, PrunedCount
 from .types import ENDED_STATES
 
 __all__ = [
@@ -141,7 +141,9 @@ def prune(
 
 
 def _delete(ids: list[int], alias: str) -> tuple[int, int]:
-    """Delete these jobs and their steps; return (jobs, steps) deleted."""
+    """Delete these jobs and their steps; return (jobs, steps) deleted. Runs in the caller's
+    transaction, which also adds the jobs to the pruned tally."""
+    _tally(ids, alias)
     if not _needs_collector():
         # Nothing but JobStep points at Job and nobody listens for deletions: two statements,
         # steps first, then the jobs, without loading a row.
@@ -150,6 +152,27 @@ def _delete(ids: list[int], alias: str) -> tuple[int, int]:
     # Another model refers to Job, or a receiver listens: let Django's collector honour them.
     _, per_model = Job.objects.using(alias).filter(pk__in=ids).only("pk").delete()
     return per_model.get(Job._meta.label, 0), per_model.get(JobStep._meta.label, 0)
+
+
+def _tally(ids: list[int], alias: str) -> None:
+    """Add these (ended) jobs to ``PrunedCount``, per kind and state, in one statement."""
+    counts = list(
+        Job.objects.using(alias)
+        .filter(pk__in=ids)
+        .order_by()
+        .values_list("kind", "state")
+        .annotate(n=Count("pk"))
+    )
+    if not counts:
+        return
+    table = connections[alias].ops.quote_name(PrunedCount._meta.db_table)
+    values = ", ".join(["(%s, %s, %s)"] * len(counts))
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (kind, state, count) VALUES {values} "
+            f"ON CONFLICT (kind, state) DO UPDATE SET count = {table}.count + excluded.count",
+            [value for row in counts for value in row],
+        )
 
 
 def _needs_collector() -> bool:

@@ -230,3 +230,33 @@ def test_an_empty_table_still_exposes_every_metric(client, operator):
     assert samples[("django_jobs_pickup_latency_seconds_count", ())] == 0
     assert 'django_jobs_pickup_latency_seconds{quantile="0.5"} NaN' in text
     assert "# TYPE django_jobs_jobs gauge" in text
+
+
+def test_pruning_never_lowers_the_processed_counter(client, operator):
+    from django_jobs.retention import prune
+
+    for n in range(3):
+        add("succeeded", kind="a", ended_at=T0 - timedelta(days=40 + n))
+    add("failed", kind="a", ended_at=T0 - timedelta(days=40))
+    add("succeeded", kind="a", ended_at=T0)  # recent: kept
+    add("cancelled", kind="b", ended_at=T0 - timedelta(days=40))
+    client.force_login(operator)
+
+    def processed() -> dict[tuple[str, ...], float]:
+        with time_machine.travel(T0, tick=False):
+            samples = parse(client.get("/metrics/").content.decode())
+        return {
+            tuple(v for _, v in labels): n
+            for (name, labels), n in samples.items()
+            if name == "django_jobs_processed_total"
+        }
+
+    before = processed()
+    assert before == {("a", "succeeded"): 4, ("a", "failed"): 1, ("b", "cancelled"): 1}
+    result = prune("30d", now=T0, batch_size=2)  # several batches: each adds to the tally
+    assert result.jobs == 5
+    assert Job.objects.count() == 1
+    assert processed() == before
+    add("succeeded", kind="a", ended_at=T0)
+    prune("30d", now=T0)  # nothing old left: the tally stays as it was
+    assert processed() == {**before, ("a", "succeeded"): 5}
