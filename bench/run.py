@@ -13,7 +13,8 @@ because every run empties the job table), then measures, each ``--runs`` times:
   (``enqueue in atomic``: each inside its own ``transaction.atomic()``);
 - ``enqueue x4``: the same from four processes at once (``--jobs`` in all), as the web
   processes of a site enqueue;
-- ``enqueue_many``: ``noop.enqueue_many(batch)`` in batches of ``--batch`` jobs;
+- ``enqueue_many``: ``noop.enqueue_many(batch)`` in batches of ``--batch`` jobs (``x4``: from
+  four processes at once);
 - ``drain c=1`` and ``drain c=4``: one real ``manage.py runjobs --burst --concurrency N``
   subprocess drains the jobs just enqueued. The rate is ``jobs / (last ended_at - ready)``,
   where ``ready`` is the moment the worker printed its ready line (Django start-up excluded,
@@ -72,6 +73,7 @@ TARGETS: dict[str, Target] = {
     "enqueue x4": Target(2_000, True, "jobs/s"),
     "enqueue in atomic": Target(None, True, "jobs/s"),
     "enqueue_many": Target(40_000, True, "jobs/s"),
+    "enqueue_many x4": Target(40_000, True, "jobs/s"),
     "drain c=1": Target(2_000, True, "jobs/s"),
     "drain c=4": Target(5_000, True, "jobs/s"),
     "pickup p50": Target(3.5, False, "ms"),
@@ -183,17 +185,23 @@ def enqueue_one_per_transaction(n: int, tag: str, *, atomic: bool = False) -> tu
 PRODUCERS = 4
 
 
-def _produce(n: int, tag: str, go: Any) -> None:
+def _produce(n: int, batch: int, tag: str, go: Any) -> None:
     from bench.jobs import noop
 
     noop.enqueue({"warm-up": tag, "pid": os.getpid()})  # connects and prepares first
     go.wait()
-    for i in range(n):
-        noop.enqueue({"n": i, "run": tag, "pid": os.getpid()})
+    payloads = [{"n": i, "run": tag, "pid": os.getpid()} for i in range(n)]
+    if batch == 1:
+        for payload in payloads:
+            noop.enqueue(payload)
+    else:
+        for start in range(0, n, batch):
+            noop.enqueue_many(payloads[start : start + batch])
 
 
-def enqueue_from_processes(n: int, tag: str) -> float:
-    """``n`` jobs enqueued one per transaction by ``PRODUCERS`` forked processes at once."""
+def enqueue_from_processes(n: int, tag: str, *, batch: int = 1) -> float:
+    """``n`` jobs enqueued by ``PRODUCERS`` forked processes at once: one per transaction, or
+    with ``enqueue_many`` in batches of ``batch``."""
     import multiprocessing
 
     from django.db import connections
@@ -202,7 +210,9 @@ def enqueue_from_processes(n: int, tag: str) -> float:
     context = multiprocessing.get_context("fork")
     go = context.Event()
     each = n // PRODUCERS
-    producers = [context.Process(target=_produce, args=(each, tag, go)) for _ in range(PRODUCERS)]
+    producers = [
+        context.Process(target=_produce, args=(each, batch, tag, go)) for _ in range(PRODUCERS)
+    ]
     for producer in producers:
         producer.start()
     time.sleep(2)  # let every producer connect and warm up
@@ -437,6 +447,10 @@ def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Result
         if "enqueue" in only:
             results.add("enqueue_many", rate)
             results.add("enqueue_many cpu", cpu)
+            reset()
+            results.add("enqueue_many x4", enqueue_from_processes(args.jobs, tag, batch=args.batch))
+            reset()
+            enqueue_in_batches(args.jobs, args.batch, tag)  # the jobs drain c=4 drains
         if "drain" in only:
             rate, cpu = drain(4, args.jobs)
             results.add("drain c=4", rate)
