@@ -140,21 +140,9 @@ class CreatedEventWriter:
         return head + _ID_ZERO[:-2], "," + before_key + _NO_KEY[:-5], "}" + after_key
 
     def store(self, alias: str, jobs: list[Job]) -> None:
-        rows = [Published("job.created", job, job.created_at, None).to_row() for job in jobs]
-        fleet = _fleet_publishes()
-        try:
-            stored = store.insert(alias, rows, ordered=True, returning=fleet)
-        except Exception:
-            # The insert ran in a savepoint: the jobs stand. Their job.created goes the usual
-            # way, after the commit, through the writer (which retries until the table is back).
-            logger.warning(
-                "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
-            )
-            return
-        for job in jobs:
-            job.__dict__["_created_event"] = True
-        if fleet:
-            transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
+        # In the admitting transaction (a savepoint): if the insert fails, the jobs stand and
+        # their job.created goes the usual way, after the commit, through the writer.
+        self._store(alias, jobs, ordered=True, when="with its jobs; it follows the commit")
 
     def stored(self, alias: str, events: list[store.StoredEvent]) -> None:
         if _fleet_publishes():
@@ -165,19 +153,22 @@ class CreatedEventWriter:
         # lock only for itself. (Inside a transaction still, as when a test runs on_commit
         # callbacks in its own, the lock would last until that ends: go unordered.)
         ordered = not connections[alias].in_atomic_block
+        self._store(alias, jobs, ordered=ordered, when="after the commit; the writer retries")
+
+    def _store(self, alias: str, jobs: list[Job], *, ordered: bool, when: str) -> None:
+        """Store the jobs' job.created rows and mark the jobs; on failure log and leave them
+        to the writer (``job_event`` then goes without ``stored``)."""
         rows = [Published("job.created", job, job.created_at, None).to_row() for job in jobs]
         fleet = _fleet_publishes()
         try:
             stored = store.insert(alias, rows, ordered=ordered, returning=fleet)
         except Exception:
-            logger.warning(
-                "Cannot store job.created after the commit; the writer retries.", exc_info=True
-            )
+            logger.warning("Cannot store job.created %s.", when, exc_info=True)
             return
         for job in jobs:
             job.__dict__["_created_event"] = True
-        if fleet:
-            _publish_fleet(stored)
+        if fleet:  # published once committed (at once when the insert was its own commit)
+            transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
 
 
 # What job_json shows of a row just inserted, besides the caller's values.
