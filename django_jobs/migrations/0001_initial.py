@@ -7,6 +7,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -15,200 +16,112 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="Job",
+            name='Job',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("kind", models.CharField(max_length=200)),
-                ("queue", models.CharField(default="default", max_length=100)),
-                ("engine", models.CharField(default="default", max_length=100)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("queued", "Queued"),
-                            ("running", "Running"),
-                            ("waiting", "Waiting"),
-                            ("succeeded", "Succeeded"),
-                            ("failed", "Failed"),
-                            ("blocked", "Blocked"),
-                            ("unknown", "Unknown"),
-                            ("cancelled", "Cancelled"),
-                        ],
-                        default="queued",
-                        max_length=16,
-                    ),
-                ),
-                ("payload", models.JSONField(blank=True, null=True)),
-                ("result", models.JSONField(blank=True, null=True)),
-                ("error", models.TextField(blank=True, null=True)),
-                ("tenant", models.CharField(blank=True, max_length=200, null=True)),
-                ("priority", models.SmallIntegerField(default=0)),
-                ("attempts", models.IntegerField(default=0)),
-                ("max_attempts", models.IntegerField(default=1)),
-                ("progress", models.JSONField(blank=True, null=True)),
-                ("log", models.JSONField(blank=True, default=list)),
-                ("wait_reason", models.TextField(blank=True, null=True)),
-                ("idempotency_key", models.CharField(blank=True, max_length=400, null=True)),
-                ("version", models.CharField(blank=True, default="", max_length=100)),
-                ("captured", models.JSONField(blank=True, null=True)),
-                ("cancel_requested", models.BooleanField(default=False)),
-                ("worker_id", models.CharField(blank=True, max_length=200, null=True)),
-                ("leased_until", models.DateTimeField(blank=True, null=True)),
-                ("run_at", models.DateTimeField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(blank=True, null=True)),
-                ("started_at", models.DateTimeField(blank=True, null=True)),
-                ("ended_at", models.DateTimeField(blank=True, null=True)),
-                ("timestamps_derived", models.BooleanField(default=False)),
-                (
-                    "owner",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(max_length=200)),
+                ('queue', models.CharField(default='default', max_length=100)),
+                ('engine', models.CharField(default='default', max_length=100)),
+                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('waiting', 'Waiting'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('blocked', 'Blocked'), ('unknown', 'Unknown'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
+                ('payload', models.JSONField(blank=True, null=True)),
+                ('result', models.JSONField(blank=True, null=True)),
+                ('error', models.TextField(blank=True, null=True)),
+                ('tenant', models.CharField(blank=True, max_length=200, null=True)),
+                ('priority', models.SmallIntegerField(default=0)),
+                ('attempts', models.IntegerField(default=0)),
+                ('max_attempts', models.IntegerField(default=1)),
+                ('progress', models.JSONField(blank=True, null=True)),
+                ('log', models.JSONField(blank=True, default=list)),
+                ('wait_reason', models.TextField(blank=True, null=True)),
+                ('idempotency_key', models.CharField(blank=True, max_length=400, null=True)),
+                ('version', models.CharField(blank=True, default='', max_length=100)),
+                ('captured', models.JSONField(blank=True, null=True)),
+                ('cancel_requested', models.BooleanField(default=False)),
+                ('worker_id', models.CharField(blank=True, max_length=200, null=True)),
+                ('leased_until', models.DateTimeField(blank=True, null=True)),
+                ('run_at', models.DateTimeField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(blank=True, null=True)),
+                ('started_at', models.DateTimeField(blank=True, null=True)),
+                ('ended_at', models.DateTimeField(blank=True, null=True)),
+                ('timestamps_derived', models.BooleanField(default=False)),
+                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-id"],
-                "permissions": [
-                    ("operate_jobs", "Can operate every job (see, submit, retry, cancel)")
-                ],
+                'ordering': ['-id'],
+                'permissions': [('operate_jobs', 'Can operate every job (see, submit, retry, cancel)')],
             },
         ),
         migrations.CreateModel(
-            name="JobStep",
+            name='JobStep',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=200)),
-                ("seq", models.IntegerField(default=0)),
-                ("key", models.CharField(blank=True, default="", max_length=300)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("running", "Running"),
-                            ("completed", "Completed"),
-                            ("failed", "Failed"),
-                            ("unknown", "Unknown"),
-                        ],
-                        default="running",
-                        max_length=16,
-                    ),
-                ),
-                ("value", models.JSONField(blank=True, null=True)),
-                ("error", models.TextField(blank=True, null=True)),
-                ("attempts", models.IntegerField(default=0)),
-                ("started_at", models.DateTimeField(blank=True, null=True)),
-                ("ended_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "job",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="steps",
-                        to="django_jobs.job",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=200)),
+                ('seq', models.IntegerField(default=0)),
+                ('key', models.CharField(blank=True, default='', max_length=300)),
+                ('state', models.CharField(choices=[('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed'), ('unknown', 'Unknown')], default='running', max_length=16)),
+                ('value', models.JSONField(blank=True, null=True)),
+                ('error', models.TextField(blank=True, null=True)),
+                ('attempts', models.IntegerField(default=0)),
+                ('started_at', models.DateTimeField(blank=True, null=True)),
+                ('ended_at', models.DateTimeField(blank=True, null=True)),
+                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='django_jobs.job')),
             ],
             options={
-                "ordering": ["job", "seq", "id"],
+                'ordering': ['job', 'seq', 'id'],
             },
         ),
         migrations.CreateModel(
-            name="Schedule",
+            name='Schedule',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=200, unique=True)),
-                ("cron", models.CharField(max_length=100)),
-                ("tz", models.CharField(max_length=64)),
-                ("kind", models.CharField(max_length=200)),
-                ("payload", models.JSONField(blank=True, null=True)),
-                ("catch_up", models.CharField(default="skip", max_length=16)),
-                ("enabled", models.BooleanField(default=True)),
-                ("declared", models.BooleanField(default=False)),
-                ("synced_at", models.DateTimeField(blank=True, null=True)),
-                ("last_fired_at", models.DateTimeField(blank=True, null=True)),
-                ("next_run_at", models.DateTimeField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "owner",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=200, unique=True)),
+                ('cron', models.CharField(max_length=100)),
+                ('tz', models.CharField(max_length=64)),
+                ('kind', models.CharField(max_length=200)),
+                ('payload', models.JSONField(blank=True, null=True)),
+                ('catch_up', models.CharField(default='skip', max_length=16)),
+                ('enabled', models.BooleanField(default=True)),
+                ('declared', models.BooleanField(default=False)),
+                ('synced_at', models.DateTimeField(blank=True, null=True)),
+                ('last_fired_at', models.DateTimeField(blank=True, null=True)),
+                ('next_run_at', models.DateTimeField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["name"],
+                'ordering': ['name'],
             },
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(
-                condition=models.Q(("state__in", ("queued", "waiting"))),
-                fields=["engine", "priority", "run_at", "id"],
-                name="django_jobs_claim_idx",
-            ),
+            model_name='job',
+            index=models.Index(condition=models.Q(('state__in', ('queued', 'waiting'))), fields=['engine', 'priority', 'run_at', 'id'], name='django_jobs_claim_idx'),
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(
-                condition=models.Q(("state", "running")),
-                fields=["engine", "leased_until"],
-                name="django_jobs_lease_idx",
-            ),
+            model_name='job',
+            index=models.Index(condition=models.Q(('state', 'running')), fields=['engine', 'leased_until'], name='django_jobs_lease_idx'),
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(fields=["state", "queue"], name="django_jobs_state_queue_idx"),
+            model_name='job',
+            index=models.Index(fields=['state', 'queue'], name='django_jobs_state_queue_idx'),
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(fields=["kind", "state"], name="django_jobs_kind_state_idx"),
+            model_name='job',
+            index=models.Index(fields=['kind', 'state'], name='django_jobs_kind_state_idx'),
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(fields=["owner", "-id"], name="django_jobs_owner_idx"),
+            model_name='job',
+            index=models.Index(fields=['owner', '-id'], name='django_jobs_owner_idx'),
         ),
         migrations.AddIndex(
-            model_name="job",
-            index=models.Index(fields=["ended_at"], name="django_jobs_ended_idx"),
+            model_name='job',
+            index=models.Index(fields=['ended_at'], name='django_jobs_ended_idx'),
         ),
         migrations.AddConstraint(
-            model_name="job",
-            constraint=models.UniqueConstraint(
-                models.F("kind"),
-                django.db.models.functions.comparison.Coalesce(models.F("owner"), models.Value(0)),
-                models.F("idempotency_key"),
-                condition=models.Q(
-                    ("state__in", ("queued", "running", "waiting", "blocked", "unknown"))
-                ),
-                name="django_jobs_live_key_uniq",
-            ),
+            model_name='job',
+            constraint=models.UniqueConstraint(models.F('kind'), django.db.models.functions.comparison.Coalesce(models.F('owner'), models.Value(0)), models.F('idempotency_key'), condition=models.Q(('state__in', ('queued', 'running', 'waiting', 'blocked', 'unknown'))), name='django_jobs_live_key_uniq'),
         ),
         migrations.AddConstraint(
-            model_name="jobstep",
-            constraint=models.UniqueConstraint(
-                fields=("job", "name"), name="django_jobs_step_name_uniq"
-            ),
+            model_name='jobstep',
+            constraint=models.UniqueConstraint(fields=('job', 'name'), name='django_jobs_step_name_uniq'),
         ),
     ]

@@ -6,44 +6,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("django_jobs", "0001_initial"),
+        ('django_jobs', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="wake_requested",
+            model_name='job',
+            name='wake_requested',
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name="Event",
+            name='Event',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=200)),
-                ("data", models.JSONField(blank=True, null=True)),
-                ("tenant", models.CharField(blank=True, max_length=200, null=True)),
-                ("created_at", models.DateTimeField()),
-                (
-                    "owner",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=200)),
+                ('data', models.JSONField(blank=True, null=True)),
+                ('tenant', models.CharField(blank=True, max_length=200, null=True)),
+                ('created_at', models.DateTimeField()),
+                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["id"],
-                "indexes": [models.Index(fields=["name", "id"], name="django_jobs_event_name_idx")],
+                'ordering': ['id'],
+                'indexes': [models.Index(fields=['name', 'id'], name='django_jobs_event_name_idx')],
             },
         ),
     ]

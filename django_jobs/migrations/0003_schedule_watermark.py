@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("django_jobs", "0002_events"),
+        ('django_jobs', '0002_events'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="schedule",
-            name="checked_until",
+            model_name='schedule',
+            name='checked_until',
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -4,32 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("django_jobs", "0003_schedule_watermark"),
+        ('django_jobs', '0003_schedule_watermark'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="JobEventRecord",
+            name='JobEventRecord',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("type", models.CharField(max_length=32)),
-                ("job_id", models.BigIntegerField()),
-                ("owner", models.CharField(blank=True, max_length=64, null=True)),
-                ("data", models.TextField()),
-                ("created_at", models.DateTimeField()),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('type', models.CharField(max_length=32)),
+                ('job_id', models.BigIntegerField()),
+                ('owner', models.CharField(blank=True, max_length=64, null=True)),
+                ('data', models.TextField()),
+                ('created_at', models.DateTimeField()),
             ],
             options={
-                "ordering": ["id"],
-                "indexes": [
-                    models.Index(fields=["owner", "id"], name="django_jobs_jobevent_owner_idx"),
-                    models.Index(fields=["created_at"], name="django_jobs_jobevent_age_idx"),
-                ],
+                'ordering': ['id'],
+                'indexes': [models.Index(fields=['owner', 'id'], name='django_jobs_jobevent_owner_idx'), models.Index(fields=['created_at'], name='django_jobs_jobevent_age_idx')],
             },
         ),
     ]
