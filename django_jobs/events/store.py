@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connections, transaction
 
@@ -29,9 +29,8 @@ RETURNING = "id, type, job_id, owner, data"
 SQLITE_CHUNK = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event not yet stored."""
+class NewEvent(NamedTuple):
+    """An event not yet stored (a named tuple: one is made for every event)."""
 
     type: str
     job_id: int
