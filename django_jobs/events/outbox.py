@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -35,6 +35,7 @@ from django.db import connections, transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
+from ..store.base import BATCH_SHARED
 from . import store
 from .payloads import encode, event_data, event_text, owner_key, snapshot
 from .store import NewEvent
@@ -96,17 +97,7 @@ class CreatedEventWriter:
         self._last: tuple[tuple[Any, ...], str, str, str] | None = None
 
     def parts(self, row: NewJob) -> tuple[str, str]:
-        shared = (
-            row.kind,
-            row.queue,
-            row.engine,
-            row.owner_id,
-            row.tenant,
-            row.priority,
-            row.max_attempts,
-            row.run_at,
-            row.created_at,
-        )
+        shared = BATCH_SHARED(row)
         last = self._last
         if last is None or last[0] != shared:
             last = self._last = (shared, *self._template(row))
@@ -116,21 +107,9 @@ class CreatedEventWriter:
     @staticmethod
     def _template(row: NewJob) -> tuple[str, str, str]:
         """The event's text cut at the job id and at the key's value."""
-        job = SimpleNamespace(
-            pk=0,
-            kind=row.kind,
-            queue=row.queue,
-            engine=row.engine,
-            owner_id=row.owner_id,
-            tenant=row.tenant,
-            priority=row.priority,
-            max_attempts=row.max_attempts,
-            idempotency_key=None,
-            # As the row reads back: in UTC, the database's time zone.
-            run_at=row.run_at.astimezone(UTC),
-            created_at=row.created_at.astimezone(UTC),
-            **_NEW_ROW,
-        )
+        values = row.inserted(0)
+        values["idempotency_key"] = None
+        job = SimpleNamespace(pk=0, **values)
         text = encode(event_data("job.created", job, job.created_at))  # type: ignore[arg-type]
         head, found_id, rest = text.partition(_ID_ZERO)
         before_key, found_key, after_key = rest.rpartition(_NO_KEY)
@@ -170,17 +149,6 @@ class CreatedEventWriter:
             transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
 
 
-# What job_json shows of a row just inserted, besides the caller's values.
-_NEW_ROW = {
-    "state": "queued",
-    "attempts": 0,
-    "progress": None,
-    "error": None,
-    "wait_reason": None,
-    "started_at": None,
-    "ended_at": None,
-    "timestamps_derived": False,
-}
 # job_json's first key is the id and its last the key.
 _ID_ZERO = '"job":{"id":0,'
 _NO_KEY = '"idempotency_key":null}'

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -76,6 +77,60 @@ class NewJob:
         if self.captured is None:
             return None
         return self.captured_json or json.dumps(self.captured, separators=(",", ":"))
+
+    def inserted(self, job_id: int) -> dict[str, Any]:
+        """Every column of the row inserted from this, as a read gives them back (in field
+        order; timestamps in UTC, the connection's time zone; JSON decoded afresh)."""
+        return {
+            "id": job_id,
+            "kind": self.kind,
+            "queue": self.queue,
+            "engine": self.engine,
+            "state": "queued",
+            "payload": _reread(self.payload_text()),
+            "result": None,
+            "error": None,
+            "owner_id": self.owner_id,
+            "tenant": self.tenant,
+            "priority": self.priority,
+            "attempts": 0,
+            "max_attempts": self.max_attempts,
+            "progress": None,
+            "log": [],
+            "wait_reason": None,
+            "idempotency_key": self.idempotency_key,
+            "version": self.version,
+            "captured": _reread(self.captured_text()),
+            "cancel_requested": False,
+            "wake_requested": False,
+            "worker_id": None,
+            "leased_until": None,
+            "run_at": self.run_at.astimezone(UTC),
+            "created_at": self.created_at.astimezone(UTC),
+            "started_at": None,
+            "ended_at": None,
+            "timestamps_derived": False,
+        }
+
+
+#: What the rows of one admission share: they differ only in payload, key and captured value.
+BATCH_SHARED = attrgetter(
+    "kind",
+    "queue",
+    "engine",
+    "owner_id",
+    "tenant",
+    "priority",
+    "max_attempts",
+    "version",
+    "run_at",
+    "created_at",
+)
+
+
+def _reread(text: str | None) -> Any:
+    # A fresh value, as a read gives (the caller's object may change after the enqueue).
+    return None if text is None else json.loads(text)
 
 
 @dataclass(kw_only=True)

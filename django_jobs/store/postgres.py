@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
@@ -18,7 +17,7 @@ from ..events.store import TABLE as EVENTS_TABLE
 from ..events.store import WRITE_LOCK as EVENTS_WRITE_LOCK
 from ..events.store import StoredEvent
 from ..models import Job
-from .base import COLUMNS, TABLE, ClaimSkip, NewJob, Outcome, Store
+from .base import BATCH_SHARED, COLUMNS, TABLE, ClaimSkip, NewJob, Outcome, Store
 
 CHANNEL = "django_jobs"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
@@ -62,18 +61,6 @@ _VALUE_OF: dict[str, Callable[[NewJob], Any]] = {
 _TYPES = {**dict(_SOURCE), "event_head": "text", "event_tail": "text"}
 # What differs between the rows of one enqueue_many: the rest is sent once, not per row.
 _PER_ROW = ("payload", "key", "captured")
-_SHARED_OF = attrgetter(
-    "kind",
-    "queue",
-    "engine",
-    "owner_id",
-    "tenant",
-    "priority",
-    "max_attempts",
-    "version",
-    "run_at",
-    "created_at",
-)
 
 _JOB_COLUMNS = (
     "kind, queue, engine, state, payload, owner_id, tenant, priority, attempts, max_attempts, "
@@ -151,10 +138,10 @@ def _statement(rows: list[NewJob]) -> tuple[str, list[Any]]:
     if len(rows) == 1:
         per_row: tuple[str, ...] = ()
     else:
-        shared = _SHARED_OF(first)
+        shared = BATCH_SHARED(first)
         head = first.created_event[0] if events else None  # type: ignore[index]
         uniform = all(
-            _SHARED_OF(r) == shared and (not events or r.created_event[0] == head)  # type: ignore[index]
+            BATCH_SHARED(r) == shared and (not events or r.created_event[0] == head)  # type: ignore[index]
             for r in rows
         )
         if uniform:
@@ -168,46 +155,6 @@ def _statement(rows: list[NewJob]) -> tuple[str, list[Any]]:
     if events:
         params += [EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
     return _insert_sql(shared_names, per_row, events), params
-
-
-def _new_job_values(row: NewJob, job_id: int) -> dict[str, Any]:
-    """The columns of a row just inserted from ``row``, as a read would give them back."""
-    return {
-        "id": job_id,
-        "kind": row.kind,
-        "queue": row.queue,
-        "engine": row.engine,
-        "state": "queued",
-        "payload": _reread(row.payload_text()),
-        "result": None,
-        "error": None,
-        "owner_id": row.owner_id,
-        "tenant": row.tenant,
-        "priority": row.priority,
-        "attempts": 0,
-        "max_attempts": row.max_attempts,
-        "progress": None,
-        "log": [],
-        "wait_reason": None,
-        "idempotency_key": row.idempotency_key,
-        "version": row.version,
-        "captured": _reread(row.captured_text()),
-        "cancel_requested": False,
-        "wake_requested": False,
-        "worker_id": None,
-        "leased_until": None,
-        # Read back in UTC, the connection's time zone.
-        "run_at": row.run_at.astimezone(UTC),
-        "created_at": row.created_at.astimezone(UTC),
-        "started_at": None,
-        "ended_at": None,
-        "timestamps_derived": False,
-    }
-
-
-def _reread(text: str | None) -> Any:
-    # A fresh value, as a read gives (the caller's object may change after the enqueue).
-    return None if text is None else json.loads(text)
 
 
 class PostgresStore(Store):
@@ -246,9 +193,7 @@ class PostgresStore(Store):
             cursor.execute(sql, params)
             inserted = cursor.fetchall()
         inserted.sort()  # by the row's ordinal: the jobs come back in the order of their rows
-        jobs = Job.built(
-            self.alias, [_new_job_values(rows[n - 1], job_id) for n, job_id, *_ in inserted]
-        )
+        jobs = Job.built(self.alias, [rows[n - 1].inserted(job_id) for n, job_id, *_ in inserted])
         if rows[0].created_event is not None:
             for job, (n, job_id, event_id) in zip(jobs, inserted, strict=True):
                 row = rows[n - 1]
