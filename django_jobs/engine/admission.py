@@ -95,41 +95,37 @@ def admit(
     # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
     # In our own transaction job.created is stored with the jobs: by the insert statement
     # itself when the store can (PostgreSQL), else just after it. Inside the caller's
-    # transaction it is stored after the commit, as other events are (holding the events'
-    # write lock until the caller commits would serialize every writer behind it).
+    # transaction it is stored just after the commit (holding the events' write lock until
+    # the caller commits would serialize every writer behind it).
+    writer = _created_events
     own_transaction = not connections[alias].in_atomic_block
-    created_events = _created_events if own_transaction else None
-    if created_events is not None and store.inserts_created_events:
-        for row in rows:
-            row.created_event = created_events.parts(row)
     if own_transaction and store.insert_is_one_statement:
-        # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips.
+        # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips. The
+        # statement stores job.created too when the store can.
+        if writer is not None and store.inserts_created_events:
+            for row in rows:
+                row.created_event = writer.parts(row)
         results = _insert_with_created_events(store, rows)
-        if created_events is not None:
-            stored = [
-                job.__dict__["_created_event"]
-                for job, deduped in results
-                if not deduped and "_created_event" in job.__dict__
-            ]
-            if stored:
-                created_events.stored(alias, stored)
+        created = [job for job, deduped in results if not deduped]
+        events = [
+            job.__dict__["_created_event"] for job in created if "_created_event" in job.__dict__
+        ]
+        if writer is not None and events:
+            writer.stored(alias, events)
     else:
         # Inside the caller's transaction: a savepoint, so a failed insert leaves the
         # caller's transaction usable, as it would be without us.
         with transaction.atomic(using=alias):
             results = store.insert(rows)
-            if created_events is not None:
-                created = [job for job, deduped in results if not deduped]
-                if created:
-                    created_events.store(alias, created)
-    created = [job for job, deduped in results if not deduped]
-    if created:
-        if not own_transaction and _created_events is not None:
-            # The caller's transaction: job.created is stored right after its commit, before
-            # the commit returns (a worker woken by it has yet to claim), not by the writer
-            # thread: so it almost always precedes job.started.
-            writer = _created_events
+            created = [job for job, deduped in results if not deduped]
+            if writer is not None and own_transaction and created:
+                writer.store(alias, created)
+        if writer is not None and not own_transaction and created:
+            # job.created is stored right after the caller's commit, before the commit returns
+            # (a worker woken by it has yet to claim), not by the writer thread: so it almost
+            # always precedes job.started.
             transaction.on_commit(lambda: writer.store_committed(alias, created), using=alias)
+    if created:
         publish_all_after_commit("job.created", created, alias=alias)
     jobs = []
     returned: set[int] = set()
