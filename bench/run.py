@@ -447,14 +447,13 @@ def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Result
         if "enqueue" in only:
             results.add("enqueue_many", rate)
             results.add("enqueue_many cpu", cpu)
-            reset()
-            results.add("enqueue_many x4", enqueue_from_processes(args.jobs, tag, batch=args.batch))
-            reset()
-            enqueue_in_batches(args.jobs, args.batch, tag)  # the jobs drain c=4 drains
         if "drain" in only:
             rate, cpu = drain(4, args.jobs)
             results.add("drain c=4", rate)
             results.add("drain c=4 cpu", cpu)
+        if "enqueue" in only:
+            reset()
+            results.add("enqueue_many x4", enqueue_from_processes(args.jobs, tag, batch=args.batch))
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000
