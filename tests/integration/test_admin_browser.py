@@ -10,8 +10,6 @@ Needs Playwright's Python package and a Chromium binary (``chromium`` on the PAT
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -24,29 +22,14 @@ from django.utils import timezone
 
 from django_jobs.models import Job, JobStep
 from testproject.jobs import count_to_100
+from tests.chromium import FLAGS, chromium_path
 from tests.conftest import ROOT, free_port, wait_until
 
 pytestmark = pytest.mark.process
 sync_api = pytest.importorskip("playwright.sync_api")
 
 ARTIFACTS = ROOT / "artifacts" / "admin"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WAIT_MS = 30_000
-
-
-def chromium() -> str | None:
-    return (
-        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    )
 
 
 @pytest.fixture
@@ -76,14 +59,12 @@ def worker(spawn):
 
 @pytest.fixture
 def page():
-    path = chromium()
+    path = chromium_path()
     if path is None:
         pytest.skip("no Chromium: install it, or point CHROMIUM at its binary")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=path, headless=True, args=CHROMIUM_ARGS
-        )
+        browser = playwright.chromium.launch(executable_path=path, headless=True, args=FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             page.set_default_timeout(WAIT_MS)

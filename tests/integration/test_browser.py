@@ -8,33 +8,21 @@ connection of the event stream and then follows the SSE events. A screenshot is 
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from django_jobs.models import Job
+from tests.chromium import FLAGS, chromium_path
 from tests.conftest import ROOT, session_cookie
 
 pytestmark = [pytest.mark.process, pytest.mark.browser]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM = chromium_path()
 PERCENT = "document.querySelector('tr[data-job] .pct')?.textContent"
 
 
 @pytest.fixture
 def chromium():
-    if not Path(CHROMIUM).exists():
+    if CHROMIUM is None:
         pytest.skip("no chromium binary: apt-get install chromium (Debian) to run browser tests")
     return pytest.importorskip("playwright.sync_api")
 
