@@ -31,8 +31,10 @@ from ..exceptions import (
     UnknownKind,
 )
 from ..models import Job, Schedule
+from ..operations import wake_waiting
 from ..registry import lookup
 from ..retention import DEFAULT_BATCH_SIZE, PruneResult
+from ..serialize import job_json
 from ..types import JobState
 
 # --- exit codes ----------------------------------------------------------------------------
@@ -128,8 +130,6 @@ def job_rows(
     limit: int = 100,
 ) -> list[dict[str, Any]]:
     """What ``jobs list --json`` prints: the job JSON of ``list_jobs``."""
-    from ..serialize import job_json
-
     return [job_json(job) for job in list_jobs(state=state, kind=kind, queue=queue, limit=limit)]
 
 
@@ -185,8 +185,6 @@ def enqueue(
 
 def wake() -> dict[str, int]:
     """Re-ask every waiting job now: ``{"woken": N}``, what ``jobs wake --json`` prints."""
-    from ..operations import wake_waiting
-
     return {"woken": wake_waiting()}
 
 

@@ -131,10 +131,11 @@ def test_read_tools_return_what_the_cli_prints_as_json(worker_env, rows, tmp_pat
         ("kinds", {}),
         ("explain_claim", {"engine": "default", "queue": "media"}),
         ("inspect_job", {"job_id": 987654}),
+        ("explain_claim", {"engine": "nope"}),
         ("retry", {"job_id": rows["failed"].pk}),
     ]
     tools, results = mcp_session(worker_env, tmp_path / "mcp.log", calls)
-    stats, inspect, listed, failed_media, dead, kinds, explain, missing, retry = results
+    stats, inspect, listed, failed_media, dead, kinds, explain, missing, nope, retry = results
 
     # Read-only by default: the action tools are neither listed nor served.
     assert tools == READ_TOOLS
@@ -195,6 +196,7 @@ def test_read_tools_return_what_the_cli_prints_as_json(worker_env, rows, tmp_pat
     # An engine error is a tool error that starts with its code.
     assert missing.is_error
     assert text(missing).endswith("JOB_NOT_FOUND: No job has id 987654.")
+    assert nope.is_error and "UNKNOWN_ENGINE: No engine is named 'nope'" in text(nope)
 
 
 def test_actions_need_allow_actions_and_return_what_the_cli_prints(worker_env, rows, tmp_path):
