@@ -101,6 +101,7 @@ def test_a_member_switches_to_the_operator_from_the_demo_page(
             assert overview.get_attribute("href") == "/admin/django_jobs/job/overview/"
             # The member's page says who may open it, and switches to that user.
             assert "sign in as ops" in page.locator("#operators").inner_text()
+            page.screenshot(path=str(ROOT / "artifacts" / "demo-member-page.png"))
             page.click("#operators button")
             page.wait_for_url("**/admin/login/?next=/admin/django_jobs/job/overview/")
             page.fill("#id_username", "ops")
