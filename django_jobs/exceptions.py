@@ -119,6 +119,12 @@ class JobNotFound(JobsError, LookupError):
     code = "JOB_NOT_FOUND"
 
 
+class UnknownEngine(JobsError, LookupError):
+    """No engine of ``JOBS["ENGINES"]`` has this name."""
+
+    code = "UNKNOWN_ENGINE"
+
+
 class NotCancellable(JobsError):
     """cancel() of a job that has already ended."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -9,7 +10,7 @@ from django.db import IntegrityError, transaction
 from . import clock
 from .conf import jobs_settings
 from .engine.events import publish_after_commit
-from .exceptions import JobDuplicate, JobNotFound, NotCancellable, NotRetryable
+from .exceptions import JobDuplicate, JobNotFound, NotCancellable, NotRetryable, UnknownEngine
 from .models import Job, JobStep
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
@@ -158,3 +159,47 @@ def inspect_queues() -> dict[str, Any]:
     from .stats import queue_stats
 
     return queue_stats()
+
+
+def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str, Any]:
+    """The statement a worker of ``engine`` (on ``queue``, or all its queues) claims with now,
+    its parameters, and the database's plan for it: to debug a stuck queue from the exact SQL.
+
+    The statement comes from the store, as the worker builds it, for one batch of the engine's
+    concurrency; it is planned (``EXPLAIN``; SQLite: ``EXPLAIN QUERY PLAN``), never run. Over
+    a cap or a rate, or with tenants' round-robin, the worker adds exclusions to its WHERE.
+    """
+    if engine not in jobs_settings.engine_names():
+        raise UnknownEngine(
+            f"No engine is named {engine!r}; the engines are: "
+            f"{', '.join(jobs_settings.engine_names())} (JOBS['ENGINES'])."
+        )
+    store = get_store()
+    now = clock.now()
+    queues = [queue] if queue else None
+    sql, params = store.claim_statement(
+        engine=engine,
+        worker_id="explain",
+        limit=jobs_settings.engine_concurrency(engine),
+        now=now,
+        leased_until=now + jobs_settings.lease,
+        queues=queues,
+    )
+    return {
+        "database": store.vendor,
+        "engine": engine,
+        "queues": queues,
+        "due": store.count_due(engine=engine, now=now),
+        "sql": sql,
+        "params": [_param_json(p) for p in params],
+        "plan": store.explain(sql, params),
+        "at": now.isoformat(),
+    }
+
+
+def _param_json(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_param_json(v) for v in value]
+    return value

@@ -5,14 +5,21 @@ Run it through ``scripts/demo``, which creates the virtual environment first::
     ./scripts/demo [--host 127.0.0.1] [--port 8000]
     ./scripts/demo --smoke [--timeout 120]
 
-The demo migrates the database, creates the user ``demo`` (password ``demo``), enqueues a few
-``demo.render`` and ``demo.hello`` jobs, then runs ``manage.py runjobs`` and
-``manage.py runserver`` (ASGI, through daphne) until Ctrl-C.
+The demo migrates the database, creates two users, enqueues a few ``demo.render`` and
+``demo.hello`` jobs, then runs ``manage.py runjobs`` and ``manage.py runserver`` (ASGI, through
+daphne) until Ctrl-C. The users are the two roles of the app:
+
+- ``demo`` (password ``demo``), a member: the page at ``/`` shows their own jobs, live;
+- ``ops`` (password ``ops``), an operator (the ``django_jobs.operate_jobs`` permission): the
+  admin's queue overview at ``/admin/django_jobs/job/overview/`` and every job's page, with its
+  steps trace, log and the retry and cancel actions.
 
 ``--smoke`` checks the same path end to end on a throw-away SQLite file and a free port: it
 starts the worker and the web server, signs in as the demo user, submits one job through the
-page's endpoint, polls ``/demo/jobs.json`` until the job has succeeded, stops both processes
-with SIGTERM and exits 0; anything else exits 1 with what went wrong and the processes' logs.
+page's endpoint, polls ``/demo/jobs.json`` until the job has succeeded, then signs in as the
+operator and loads the admin's queue overview and that job's admin page (its steps and log).
+It stops both processes with SIGTERM and exits 0; anything else exits 1 with what went wrong
+and the processes' logs.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MANAGE = str(ROOT / "manage.py")
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
+OPS_USER = "ops"
+OPS_PASSWORD = "ops"
+OVERVIEW_PATH = "/admin/django_jobs/job/overview/"
 # (video, frames): about 0.15 s a frame, so the progress bars move for a while after start.
 DEMO_VIDEOS = [("intro", 80), ("trailer", 160), ("credits", 240)]
 
@@ -155,24 +165,22 @@ def accepts_connections(host: str, port: int) -> bool:
 
 
 def prepare_database(enqueue_demo_jobs: bool) -> None:
-    """Migrate, create the demo user (idempotent) and, for the demo, enqueue a few jobs."""
+    """Migrate, create the demo users (idempotent) and, for the demo, enqueue a few jobs."""
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
     from django.core.management import call_command
     from django.db import connections
 
     say("migrating the database")
     call_command("migrate", interactive=False, verbosity=0)
 
-    user_model = get_user_model()
-    user, _ = user_model.objects.get_or_create(username=DEMO_USER)
-    if not user.check_password(DEMO_PASSWORD) or not user.is_staff:
-        # is_staff: the demo signs in through the admin's login page (LOGIN_URL).
-        user.set_password(DEMO_PASSWORD)
-        user.is_staff = True
-        user.save()
+    user = ensure_user(DEMO_USER, DEMO_PASSWORD)
+    operator = ensure_user(OPS_USER, OPS_PASSWORD)
+    operator.user_permissions.add(
+        Permission.objects.get(content_type__app_label="django_jobs", codename="operate_jobs")
+    )
 
     if enqueue_demo_jobs:
         from testproject.jobs import hello, render
@@ -183,6 +191,19 @@ def prepare_database(enqueue_demo_jobs: bool) -> None:
             note = " (already queued)" if job.deduped else ""
             say(f"enqueued {job.kind} #{job.pk}{note}")
     connections.close_all()
+
+
+def ensure_user(username: str, password: str) -> Any:
+    """The user ``username`` with ``password``, staff: both sign in through the admin's login
+    page (LOGIN_URL). Staff alone opens no admin page: only operators see the jobs there."""
+    from django.contrib.auth import get_user_model
+
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    if not user.check_password(password) or not user.is_staff:
+        user.set_password(password)
+        user.is_staff = True
+        user.save()
+    return user
 
 
 # --- HTTP ------------------------------------------------------------------------------------
@@ -214,6 +235,16 @@ class Browser:
         except urllib.error.HTTPError as exc:
             body = exc.read().decode(errors="replace")
             return exc.code, exc.headers.get("Content-Type", ""), body
+
+    def page(self, path: str, *expected: str) -> str:
+        """GET the HTML page at ``path``; fail unless it answers 200 with every ``expected``."""
+        status, _, body = self.request(path)
+        if status != 200:
+            raise DemoError(f"GET {path} answered HTTP {status}.")
+        missing = [text for text in expected if text not in body]
+        if missing:
+            raise DemoError(f"GET {path} answered 200 without {missing}.")
+        return body
 
     def login(self, username: str, password: str) -> None:
         status, _, page = self.request("/admin/login/?next=/")
@@ -291,8 +322,14 @@ def run_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     print(
         f"\n  django_jobs demo is running.\n\n"
         f"  Open     {url}\n"
-        f"  Sign in  user {DEMO_USER!r}, password {DEMO_PASSWORD!r}\n"
+        f"  Sign in  user {DEMO_USER!r}, password {DEMO_PASSWORD!r}: a member; the page shows\n"
+        f"           their own jobs\n"
         f"  Press 'Render a video' to submit more jobs; progress updates live.\n"
+        f"\n"
+        f"  Admin    {url.rstrip('/')}{OVERVIEW_PATH}  (the queue overview)\n"
+        f"  Sign in  user {OPS_USER!r}, password {OPS_PASSWORD!r}: an operator, who sees every\n"
+        f"           queue and job, with its steps, log, retry and cancel\n"
+        f"\n"
         f"  Logs     {logs / 'worker.log'}, {logs / 'server.log'}\n"
         f"  Stop     Ctrl-C\n",
         flush=True,
@@ -350,6 +387,7 @@ def run_smoke(args: argparse.Namespace, env: dict[str, str]) -> int:
         if final["progress"].get("percent") != 100:
             raise DemoError(f"job #{job['id']} succeeded at {final['progress']}, not 100%.")
         say(f"job #{job['id']} succeeded, progress {final['progress']}")
+        check_admin(f"http://{args.host}:{args.port}", job["id"], video)
     except DemoError as exc:
         failure = exc
     except Exception as exc:  # an HTTP or socket error: report it with the logs
@@ -363,6 +401,31 @@ def run_smoke(args: argparse.Namespace, env: dict[str, str]) -> int:
         raise failure
     say(f"smoke test passed in {time.monotonic() - started:.1f}s (stopped: {codes})")
     return 0
+
+
+def check_admin(base: str, job_id: int, video: str) -> None:
+    """Sign in as the operator; load the queue overview and the job's admin page."""
+    member = Browser(base)
+    member.login(DEMO_USER, DEMO_PASSWORD)
+    status, _, _ = member.request(OVERVIEW_PATH)
+    if status != 403:
+        raise DemoError(f"a member opened {OVERVIEW_PATH}: HTTP {status}, not 403.")
+    ops = Browser(base)
+    ops.login(OPS_USER, OPS_PASSWORD)
+    say(f"signed in as {OPS_USER!r}")
+    ops.page("/", f'href="{OVERVIEW_PATH}"')
+    ops.page(OVERVIEW_PATH, "Queue overview", 'id="djj-queues"', 'data-queue="default"')
+    say(f"{OVERVIEW_PATH} shows the queues")
+    page = f"/admin/django_jobs/job/{job_id}/change/"
+    ops.page(
+        page,
+        "demo.render",
+        'data-step="probe"',
+        'data-step="publish"',
+        f"rendering {video}",
+        "djj-state-succeeded",
+    )
+    say(f"{page} shows job #{job_id}'s steps and log")
 
 
 def _interrupt(signum: int, frame: Any) -> None:

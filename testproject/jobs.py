@@ -28,14 +28,18 @@ class RenderInput(serializers.Serializer):
     retry=Retry(attempts=3, delay="2s"),
 )
 def render(ctx):
-    frames = ctx.payload["frames"]
-    ctx.log(f"rendering {ctx.payload['video']} ({frames} frames)")
+    video, frames = ctx.payload["video"], ctx.payload["frames"]
+    # Two durable steps, so the admin's job page has a steps trace to show: a retried job
+    # replays them from storage instead of running them again.
+    source = ctx.step.run("probe", lambda: {"video": video, "frames": frames})
+    ctx.log(f"rendering {video} ({source['frames']} frames)")
     for frame in range(1, frames + 1):
         ctx.check_cancelled()
         time.sleep(float(os.environ.get("DEMO_FRAME_SECONDS", "0.15")))
         ctx.progress("encoding", round(100 * frame / frames))
+    url = ctx.step.run("publish", lambda: f"/media/{video}.mp4")
     ctx.log("done")
-    return {"url": f"/media/{ctx.payload['video']}.mp4", "frames": frames}
+    return {"url": url, "frames": frames}
 
 
 @job("demo.hello", idempotency_key="payload", label="Say hello", group="Demo", member_safe=True)

@@ -1,7 +1,8 @@
 """The demo's page: the signed-in user's jobs, updating live from the job event stream.
 
 The page loads ``demo/jobs.json`` once per connection of the SSE stream (``GET
-/api/jobs/events/``) and then follows the events; ``demo/submit/`` submits a render.
+/api/jobs/events/``) and then follows the events; ``demo/submit/`` submits a render. It links
+to the admin's queue overview, the operators' view of every queue and job.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
 from django_jobs.models import Job
+from django_jobs.permissions_util import is_operator
 from django_jobs.serialize import job_json
 
 from .jobs import render as render_job
@@ -24,7 +26,8 @@ from .jobs import render as render_job
 @login_required
 @ensure_csrf_cookie  # the page's submit button sends it
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "testproject/home.html")
+    # Operators get links to each job's admin page; members a hint of the operator's login.
+    return render(request, "testproject/home.html", {"operator": is_operator(request.user)})
 
 
 @login_required

@@ -31,8 +31,10 @@ from ..exceptions import (
     UnknownKind,
 )
 from ..models import Job, Schedule
+from ..operations import wake_waiting
 from ..registry import lookup
 from ..retention import DEFAULT_BATCH_SIZE, PruneResult
+from ..serialize import job_json
 from ..types import JobState
 
 # --- exit codes ----------------------------------------------------------------------------
@@ -77,6 +79,11 @@ def exit_code(error: JobsError) -> int:
     return EXIT_ERROR
 
 
+def json_text(data: Any) -> str:
+    """The JSON document ``--json`` prints for ``data`` (the MCP tools return the same)."""
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
 def parse_json(text: str | None, *, option: str) -> Any:
     """Parse the JSON given to ``option``; None when the option was not given."""
     if text is None:
@@ -113,6 +120,17 @@ def list_jobs(
     if queue is not None:
         jobs = jobs.filter(queue=queue)
     return list(jobs[:limit])
+
+
+def job_rows(
+    *,
+    state: str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    """What ``jobs list --json`` prints: the job JSON of ``list_jobs``."""
+    return [job_json(job) for job in list_jobs(state=state, kind=kind, queue=queue, limit=limit)]
 
 
 def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, Any]]:
@@ -163,6 +181,11 @@ def enqueue(
     handle = lookup(kind)
     with transaction.atomic(using=jobs_settings.DATABASE):
         return handle.enqueue(payload, queue=queue, priority=priority, delay=delay)
+
+
+def wake() -> dict[str, int]:
+    """Re-ask every waiting job now: ``{"woken": N}``, what ``jobs wake --json`` prints."""
+    return {"woken": wake_waiting()}
 
 
 def prune(

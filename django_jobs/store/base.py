@@ -378,6 +378,27 @@ class Store:
         """
         raise NotImplementedError
 
+    def claim_statement(
+        self,
+        *,
+        engine: str | None,
+        worker_id: str,
+        limit: int,
+        now: datetime,
+        leased_until: datetime,
+        queues: list[str] | None = None,
+        skip: ClaimSkip | None = None,
+    ) -> tuple[str, list[Any]]:
+        """The one statement ``claim`` runs with these arguments, and its parameters."""
+        raise NotImplementedError
+
+    # EXPLAIN without ANALYZE: the database plans the statement and runs none of it.
+    explain_prefix = "EXPLAIN "
+
+    def explain(self, sql: str, params: list[Any]) -> list[str]:
+        """The database's plan for ``sql``, one line per row of its EXPLAIN."""
+        return [str(row[0]) for row in self.fetchall(self.explain_prefix + sql, params)]
+
     def hand_back(self, worker_id: str, job_ids: list[int]) -> int:
         """Return claimed-but-unstarted jobs as they were, attempt not used."""
         if not job_ids:

@@ -226,6 +226,31 @@ class PostgresStore(Store):
         queues: list[str] | None = None,
         skip: ClaimSkip | None = None,
     ) -> list[Job]:
+        jobs = self.jobs_from(
+            *self.claim_statement(
+                engine=engine,
+                worker_id=worker_id,
+                limit=limit,
+                now=now,
+                leased_until=leased_until,
+                queues=queues,
+                skip=skip,
+            )
+        )
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
+
+    def claim_statement(
+        self,
+        *,
+        engine: str | None,
+        worker_id: str,
+        limit: int,
+        now: datetime,
+        leased_until: datetime,
+        queues: list[str] | None = None,
+        skip: ClaimSkip | None = None,
+    ) -> tuple[str, list[Any]]:
         # The CTE picks and locks the next due rows in claim order, skipping rows another
         # worker holds; the UPDATE marks them ours in the same statement. The CTE is also an
         # optimisation fence: the LIMIT applies before the update, on the partial claim index.
@@ -240,15 +265,13 @@ class PostgresStore(Store):
                 f"SELECT id FROM {TABLE} WHERE {where} "
                 "ORDER BY priority, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
             )
-        jobs = self.jobs_from(
+        return (
             f"WITH picked AS ({pick}) UPDATE {TABLE} AS j SET state = 'running', "
             "attempts = j.attempts + CASE WHEN j.state = 'queued' THEN 1 ELSE 0 END, "
             "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
             f"FROM picked WHERE j.id = picked.id RETURNING {RETURNING}",
             [*params, limit, worker_id, leased_until, now],
         )
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return jobs
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[int]:
         # The hot path: every success of a batch in one statement (arrays in binary, %b).

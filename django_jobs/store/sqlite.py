@@ -60,6 +60,31 @@ class SQLiteStore(Store):
             )
         return jobs
 
+    def claim_statement(
+        self,
+        *,
+        engine: str | None,
+        worker_id: str,
+        limit: int,
+        now: datetime,
+        leased_until: datetime,
+        queues: list[str] | None = None,
+        skip: ClaimSkip | None = None,
+    ) -> tuple[str, list[Any]]:
+        where, params = self.claim_filters(engine=engine, now=now, queues=queues, skip=skip)
+        pick = (
+            self.fair_pick_sql(where)
+            if skip is not None and skip.fair
+            else f"SELECT id FROM {TABLE} WHERE {where} ORDER BY priority, run_at, id LIMIT %s"
+        )
+        return (
+            f"UPDATE {TABLE} SET state = 'running', "
+            "attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END, "
+            "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
+            f"WHERE id IN ({pick}) RETURNING {RETURNING}",
+            [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
+        )
+
     def claim(
         self,
         *,
@@ -71,18 +96,27 @@ class SQLiteStore(Store):
         queues: list[str] | None = None,
         skip: ClaimSkip | None = None,
     ) -> list[Job]:
-        where, params = self.claim_filters(engine=engine, now=now, queues=queues, skip=skip)
-        pick = (
-            self.fair_pick_sql(where)
-            if skip is not None and skip.fair
-            else f"SELECT id FROM {TABLE} WHERE {where} ORDER BY priority, run_at, id LIMIT %s"
-        )
         jobs = self.raw_jobs(
-            f"UPDATE {TABLE} SET state = 'running', "
-            "attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END, "
-            "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
-            f"WHERE id IN ({pick}) RETURNING {RETURNING}",
-            [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
+            *self.claim_statement(
+                engine=engine,
+                worker_id=worker_id,
+                limit=limit,
+                now=now,
+                leased_until=leased_until,
+                queues=queues,
+                skip=skip,
+            )
         )
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
+
+    explain_prefix = "EXPLAIN QUERY PLAN "
+
+    def explain(self, sql: str, params: list[Any]) -> list[str]:
+        # Rows of (id, parent, notused, detail): the detail indented under its parent.
+        depth: dict[int, int] = {0: -1}
+        lines = []
+        for node, parent, _, detail in self.fetchall(self.explain_prefix + sql, params):
+            depth[node] = depth.get(parent, -1) + 1
+            lines.append("  " * depth[node] + str(detail))
+        return lines

@@ -2,7 +2,8 @@
 
 An operator signs in through the login form, reads the queue overview, watches a job run on
 its page (the page follows the job's events), resolves an unknown step, and reads the job
-list. Screenshots are saved under ``artifacts/admin/`` for a human to look at.
+list. Screenshots are saved under ``artifacts/admin/`` for a human to look at. Another test
+checks that the overview fits a 1280 px wide screen (``artifacts/admin-overview-1280.png``).
 
 Needs Playwright's Python package and a Chromium binary (``chromium`` on the PATH, or the
 ``CHROMIUM`` environment variable); the test is skipped without them.
@@ -283,3 +284,63 @@ def test_an_operator_watches_the_queue_and_a_job_live(
     assert page.locator("#result_list .djj-badge").count() >= 50
     assert page.locator("#result_list progress").count() >= 4
     shoot(page, "jobs", full_page=False)
+
+
+OVERFLOW_JS = """() => {
+    // Every element of the overview whose box ends right of the viewport, with its width.
+    const limit = document.documentElement.clientWidth;
+    const found = [];
+    for (const el of document.querySelectorAll(
+        "#djj-queues, #djj-queues th, #djj-queues td, .djj-overview, .djj-overview *")) {
+        const box = el.getBoundingClientRect();
+        if (box.width && box.right > limit + 0.5) {
+            found.push(`${el.tagName.toLowerCase()}${el.id ? "#" + el.id : ""}` +
+                `${el.dataset.state ? "[" + el.dataset.state + "]" : ""}: right ${box.right}`);
+        }
+    }
+    return {limit, found, scroll: document.documentElement.scrollWidth};
+}"""
+
+
+def test_the_overview_fits_a_1280_pixel_wide_screen(web, operator, queue_rows, page):
+    # Every state in use, on queues with long names and counts in the thousands: the widest
+    # table the overview draws.
+    now = timezone.now()
+    states = ("queued", "running", "waiting", "succeeded", "failed", "blocked", "unknown")
+    queues = ("billing-reconciliation-eu-west", "video-transcode-high-priority", "emails")
+    rows = [
+        Job(
+            kind="report.build",
+            engine="fleet",
+            queue=queue,
+            state=state,
+            created_at=now,
+            run_at=now - timedelta(hours=30),
+            idempotency_key=f"wide-{queue}-{state}-{n}",
+            started_at=None if state == "queued" else now,
+            ended_at=now if state in ("succeeded", "failed") else None,
+        )
+        for queue in queues
+        for state in states
+        for n in range(3)
+    ]
+    orm(Job.objects.bulk_create, rows)
+    orm(
+        lambda: Job.objects.filter(queue="emails", state="succeeded").update(
+            queue="emails-transactional-and-marketing-digest"
+        )
+    )
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{web}/admin/login/?next=/admin/django_jobs/job/overview/")
+    page.fill("#id_username", "olga")
+    page.fill("#id_password", "pw-olga")
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/django_jobs/job/overview/")
+    page.wait_for_selector('tr[data-queue="video-transcode-high-priority"]')
+    assert page.locator("#djj-queues thead th").count() == 11  # queue, 8 states, total, oldest
+
+    measured = page.evaluate(OVERFLOW_JS)
+    shot = ROOT / "artifacts" / "admin-overview-1280.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert measured["found"] == [], measured
+    assert measured["scroll"] <= measured["limit"], measured

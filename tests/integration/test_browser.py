@@ -3,14 +3,17 @@
 Headless Chromium (Debian's ``chromium``, driven by Playwright) opens ``/`` on a real daphne
 as a signed-in member; a worker process runs the jobs. The page loads its list once per
 connection of the event stream and then follows the SSE events. A screenshot is kept in
-``artifacts/``.
+``artifacts/``. The page also takes a member to the operator's sign-in and the admin's queue
+overview.
 """
 
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from django_jobs.models import Job
+from testproject.jobs import hello
 from tests.chromium import FLAGS, chromium_path
 from tests.conftest import ROOT, session_cookie
 
@@ -73,3 +76,43 @@ def test_the_demo_page_shows_progress_and_the_end_live_without_polling(
     assert sum("/demo/jobs.json" in url for url in requests) == 1
     assert sum("/api/jobs/events/" in url for url in requests) == 1
     assert sum("/demo/submit/" in url for url in requests) == 1
+
+
+def test_a_member_switches_to_the_operator_from_the_demo_page(
+    chromium, asgi_server, django_user_model, tmp_path
+):
+    server = asgi_server()
+    member = django_user_model.objects.create_user("mia", is_staff=True)
+    ops = django_user_model.objects.create_user("ops", password="ops", is_staff=True)
+    ops.user_permissions.add(
+        Permission.objects.get(content_type__app_label="django_jobs", codename="operate_jobs")
+    )
+    job = hello.as_user(ops, "ops")
+    cookie = session_cookie(member)
+
+    with chromium.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            context = browser.new_context()
+            context.add_cookies([{"name": "sessionid", "value": cookie, "url": server.base}])
+            page = context.new_page()
+            page.goto(f"{server.base}/")
+            overview = page.locator("#overview-link")
+            assert overview.get_attribute("href") == "/admin/django_jobs/job/overview/"
+            # The member's page says who may open it, and switches to that user.
+            assert "sign in as ops" in page.locator("#operators").inner_text()
+            page.screenshot(path=str(ROOT / "artifacts" / "demo-member-page.png"))
+            page.click("#operators button")
+            page.wait_for_url("**/admin/login/?next=/admin/django_jobs/job/overview/")
+            page.fill("#id_username", "ops")
+            page.fill("#id_password", "ops")
+            page.click("input[type=submit]")
+            page.wait_for_url("**/admin/django_jobs/job/overview/")
+            assert page.locator("#djj-queues").count() == 1
+            # Back on the demo page, the operator's view links every job to its admin page.
+            page.goto(f"{server.base}/")
+            assert "You are an operator" in page.locator("#operators").inner_text()
+            link = page.wait_for_selector(f'tr[data-job="{job.pk}"] a')
+            assert link.get_attribute("href") == f"/admin/django_jobs/job/{job.pk}/change/"
+        finally:
+            browser.close()

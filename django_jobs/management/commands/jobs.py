@@ -7,7 +7,6 @@ document on stdout; progress lines go to stderr.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ def _plain(text: str) -> str:
 class Command(BaseCommand):
     help = (
         "Operate the job queue: list, inspect, retry, cancel, resolve, drain, stats, kinds, "
-        "schedules, wake, prune, enqueue. Exit status: 0 ok, 2 bad input, 3 not found, "
+        "schedules, wake, prune, enqueue, mcp. Exit status: 0 ok, 2 bad input, 3 not found, "
         "4 refused."
     )
 
@@ -130,6 +129,21 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
         )
 
+        sub = commands.add_parser(
+            "mcp",
+            help="Serve the introspection as MCP tools on stdio (the mcp extra).",
+            description=(
+                "A Model Context Protocol server on stdin/stdout: inspect_queues, inspect_job, "
+                "list_jobs, dead_letters, kinds, explain_claim; each returns the JSON of the "
+                "matching --json command. Read-only unless --allow-actions."
+            ),
+        )
+        sub.add_argument(
+            "--allow-actions",
+            action="store_true",
+            help="Also serve the retry, cancel and wake tools.",
+        )
+
         sub = command(
             "enqueue",
             "Enqueue a job of a kind, as an operator.",
@@ -142,7 +156,7 @@ class Command(BaseCommand):
         sub.add_argument("--delay", metavar="DURATION", help='Run after this long, e.g. "5m".')
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.as_json = options["json"]
+        self.as_json = options.get("json", False)
         self.verbosity = options["verbosity"]
         try:
             getattr(self, "do_" + options["command"])(options)
@@ -154,7 +168,7 @@ class Command(BaseCommand):
     def emit(self, data: Any, text: Callable[[], str]) -> None:
         """Print ``data`` as JSON with --json, otherwise the human ``text()``."""
         if self.as_json:
-            self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+            self.stdout.write(cli.json_text(data))
         else:
             self.stdout.write(text())
 
@@ -166,13 +180,12 @@ class Command(BaseCommand):
     # -- commands ---------------------------------------------------------------------------
 
     def do_list(self, options: dict[str, Any]) -> None:
-        jobs = cli.list_jobs(
+        rows = cli.job_rows(
             state=options["state"],
             kind=options["kind"],
             queue=options["queue"],
             limit=options["limit"],
         )
-        rows = [job_json(job) for job in jobs]
         self.emit(rows, lambda: render.render_jobs(rows, clock.now()))
 
     def do_inspect(self, options: dict[str, Any]) -> None:
@@ -248,8 +261,8 @@ class Command(BaseCommand):
         self.emit(rows, lambda: render.render_schedules(rows, now))
 
     def do_wake(self, options: dict[str, Any]) -> None:
-        woken = operations.wake_waiting()
-        self.emit({"woken": woken}, lambda: f"Woke {woken} waiting job(s).")
+        result = cli.wake()
+        self.emit(result, lambda: f"Woke {result['woken']} waiting job(s).")
 
     def do_prune(self, options: dict[str, Any]) -> None:
         if options["dry_run"]:
@@ -274,6 +287,11 @@ class Command(BaseCommand):
                 f"{result.cutoff.isoformat()}."
             ),
         )
+
+    def do_mcp(self, options: dict[str, Any]) -> None:
+        from ...mcp_server import serve
+
+        serve(allow_actions=options["allow_actions"])  # McpMissing says how to install it
 
     def do_enqueue(self, options: dict[str, Any]) -> None:
         payload = cli.parse_json(options["payload"], option="--payload")

@@ -1,0 +1,251 @@
+"""``manage.py jobs mcp``: the MCP SDK's own stdio client talks to the real command.
+
+Each test starts ``manage.py jobs mcp`` as a subprocess on the test database through
+``mcp.client.stdio.stdio_client`` and calls its tools over the protocol. A read tool's JSON is
+compared with what ``manage.py jobs ... --json`` prints for the same rows; the action tools
+exist only with ``--allow-actions``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from django_jobs.models import Job, JobStep
+from django_jobs.serialize import job_json
+from django_jobs.store import get_store
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process
+
+anyio = pytest.importorskip("anyio")
+mcp = pytest.importorskip("mcp")
+stdio = pytest.importorskip("mcp.client.stdio")
+
+READ_TOOLS = {
+    "inspect_queues",
+    "inspect_job",
+    "list_jobs",
+    "dead_letters",
+    "kinds",
+    "explain_claim",
+}
+ACTION_TOOLS = {"retry", "cancel", "wake"}
+
+
+def mcp_session(
+    env: dict[str, str], log: Path, calls: list[tuple[str, dict[str, Any]]], *flags: str
+) -> tuple[set[str], list[Any]]:
+    """Start ``manage.py jobs mcp *flags``; list its tools and make ``calls`` in order."""
+
+    async def main() -> tuple[set[str], list[Any]]:
+        params = stdio.StdioServerParameters(
+            command=sys.executable,
+            args=[str(ROOT / "manage.py"), "jobs", "mcp", *flags],
+            env=env,
+            cwd=str(ROOT),
+        )
+        with open(log, "w") as errors:
+            async with mcp.Client(stdio.stdio_client(params, errlog=errors)) as client:
+                listed = await client.list_tools()
+                results = [await client.call_tool(name, arguments) for name, arguments in calls]
+        return {tool.name for tool in listed.tools}, results
+
+    return anyio.run(main)
+
+
+def text(result: Any) -> str:
+    assert len(result.content) == 1, result
+    return result.content[0].text
+
+
+def tool_json(result: Any) -> Any:
+    assert not result.is_error, text(result)
+    return json.loads(text(result))
+
+
+def cli_json(*args: object) -> Any:
+    out = StringIO()
+    call_command("jobs", *[str(a) for a in args], "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture
+def rows(worker_env) -> dict[str, Job]:
+    """Jobs in most states on two queues; one with steps and a log."""
+    now = timezone.now()
+
+    def add(state: str, queue: str = "default", kind: str = "test.noop", **fields: Any) -> Job:
+        ended = state in ("succeeded", "failed", "cancelled")
+        return Job.objects.create(
+            kind=kind,
+            queue=queue,
+            state=state,
+            idempotency_key=f"{state}-{queue}-{Job.objects.count()}",
+            payload={"n": Job.objects.count()},
+            created_at=now - timedelta(minutes=5),
+            run_at=now + timedelta(hours=1) if state == "queued" else now - timedelta(minutes=4),
+            started_at=None if state == "queued" else now - timedelta(minutes=4),
+            ended_at=now - timedelta(minutes=3) if ended else None,
+            attempts=0 if state == "queued" else 1,
+            max_attempts=1,
+            **fields,
+        )
+
+    steps = add(
+        "succeeded",
+        kind="test.record",
+        result={"ok": "é ✓"},  # not ASCII: both print it as it is
+        log=["fetching", "charged"],
+        progress={"stage": "done", "percent": 100},
+    )
+    JobStep.objects.create(
+        job=steps, name="fetch", seq=1, state="completed", value={"order": 7}, attempts=1
+    )
+    failed = add("failed", queue="media", error="RuntimeError: codec missing")
+    add("failed", error="RuntimeError: disk full")
+    queued = add("queued")
+    add("queued", queue="media")
+    waiting = add("waiting", wait_reason="waiting for the warehouse")
+    return {"steps": steps, "failed": failed, "queued": queued, "waiting": waiting}
+
+
+def test_read_tools_return_what_the_cli_prints_as_json(worker_env, rows, tmp_path):
+    job = rows["steps"]
+    calls = [
+        ("inspect_queues", {}),
+        ("inspect_job", {"job_id": job.pk}),
+        ("list_jobs", {}),
+        ("list_jobs", {"state": "failed", "queue": "media", "limit": 5}),
+        ("dead_letters", {"limit": 1}),
+        ("kinds", {}),
+        ("explain_claim", {"engine": "default", "queue": "media"}),
+        ("inspect_job", {"job_id": 987654}),
+        ("explain_claim", {"engine": "nope"}),
+        ("retry", {"job_id": rows["failed"].pk}),
+    ]
+    tools, results = mcp_session(worker_env, tmp_path / "mcp.log", calls)
+    stats, inspect, listed, failed_media, dead, kinds, explain, missing, nope, retry = results
+
+    # Read-only by default: the action tools are neither listed nor served.
+    assert tools == READ_TOOLS
+    assert retry.is_error and "Unknown tool: retry" in text(retry)
+    assert Job.objects.get(pk=rows["failed"].pk).state == "failed"
+
+    assert tool_json(inspect) == cli_json("inspect", job.pk)
+    assert tool_json(inspect)["steps"][0]["name"] == "fetch"
+    assert '"é ✓"' in text(inspect)  # the text itself, as --json prints it
+    assert tool_json(listed) == cli_json("list")
+    assert len(tool_json(listed)) == 6
+    assert tool_json(failed_media) == cli_json(
+        "list", "--state", "failed", "--queue", "media", "--limit", 5
+    )
+    assert [row["id"] for row in tool_json(failed_media)] == [rows["failed"].pk]
+    assert tool_json(dead) == cli_json("list", "--state", "failed", "--limit", 1)
+    assert tool_json(kinds) == cli_json("kinds")
+    assert {"test.noop", "demo.render"} <= {row["kind"] for row in tool_json(kinds)}
+
+    # The queue statistics are as of the moment each was asked: the rest is equal.
+    served, printed = tool_json(stats), cli_json("stats")
+    for doc in (served, printed):
+        doc.pop("at")
+    ages = [
+        (a.pop("oldest_due_age_s"), b.pop("oldest_due_age_s"))
+        for a, b in zip(served["queues"], printed["queues"], strict=True)
+    ]
+    assert served == printed
+    assert [q["queue"] for q in served["queues"]] == ["default", "media"]
+    assert ages[1] == (None, None)  # media's queued job is due in an hour
+    assert 0 <= ages[0][1] - ages[0][0] < 60  # default's waiting job, due 4 minutes ago
+
+    # The claim statement is the store's own, with the database's plan for it.
+    plan = tool_json(explain)
+    store = get_store()
+    now = timezone.now()
+    sql, _ = store.claim_statement(
+        engine="default",
+        worker_id="explain",
+        limit=1,
+        now=now,
+        leased_until=now,
+        queues=["media"],
+    )
+    assert plan["sql"] == sql
+    assert (plan["database"], plan["engine"], plan["queues"]) == (
+        store.vendor,
+        "default",
+        ["media"],
+    )
+    assert plan["due"] == 1  # the waiting job; the queued ones are due later
+    assert "media" in json.dumps(plan["params"]) and "explain" in plan["params"]
+    assert plan["plan"] and any("django_jobs_job" in line for line in plan["plan"])
+    if store.vendor == "postgresql":
+        assert "FOR UPDATE SKIP LOCKED" in plan["sql"]
+        assert any("LockRows" in line for line in plan["plan"])
+
+    # An engine error is a tool error that starts with its code.
+    assert missing.is_error
+    assert text(missing).endswith("JOB_NOT_FOUND: No job has id 987654.")
+    assert nope.is_error and "UNKNOWN_ENGINE: No engine is named 'nope'" in text(nope)
+
+
+def test_actions_need_allow_actions_and_return_what_the_cli_prints(worker_env, rows, tmp_path):
+    failed, queued, waiting = rows["failed"], rows["queued"], rows["waiting"]
+    calls = [
+        ("retry", {"job_id": failed.pk}),
+        ("cancel", {"job_id": queued.pk}),
+        ("wake", {}),
+        ("cancel", {"job_id": queued.pk}),
+    ]
+    tools, results = mcp_session(worker_env, tmp_path / "mcp.log", calls, "--allow-actions")
+    retried, cancelled, woken, again = results
+
+    assert tools == READ_TOOLS | ACTION_TOOLS
+    failed.refresh_from_db()
+    queued.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (failed.state, queued.state) == ("queued", "cancelled")
+    # Each result is the job JSON the command prints, of the row as the action left it.
+    assert tool_json(retried) == json.loads(json.dumps(job_json(failed), default=str))
+    assert tool_json(cancelled) == json.loads(json.dumps(job_json(queued), default=str))
+    assert tool_json(woken) == {"woken": 1}
+    assert waiting.run_at <= timezone.now()
+    assert cli_json("wake") == {"woken": 1}  # the same document (the job is still waiting)
+    assert again.is_error and "NOT_CANCELLABLE" in text(again)
+
+
+def test_without_the_mcp_package_it_says_how_to_install_it(tmp_path):
+    # A package named "mcp" that cannot be imported stands for the missing SDK.
+    fake = tmp_path / "mcp"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
+    env["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
+    env["SQLITE_PATH"] = str(tmp_path / "unused.sqlite3")
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "jobs", "mcp"],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert 'pip install "django-jobs[mcp]"' in done.stderr
+    assert "Traceback" not in done.stderr
