@@ -42,6 +42,7 @@ from django_jobs.events.payloads import (
     event_text,
     group_for_user,
     may_read_channel,
+    member_text,
     sse_channels,
     ws_groups,
 )
@@ -49,7 +50,7 @@ from django_jobs.events.relay import relay
 from django_jobs.events.sse import JobEventStorage, JobsChannelManager, relaying
 from django_jobs.events.store import StoredEvent
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.serialize import job_json
+from django_jobs.serialize import TRACEBACK_MARKER, View, job_json
 from django_jobs.testing import run_until_idle
 from django_jobs.types import JobState
 from testproject.jobs import always_fail, hello, record
@@ -113,6 +114,11 @@ instants = st.none() | st.datetimes(
 )
 
 
+errors_with_tracebacks = st.builds(
+    lambda head, tail: f"{head}{TRACEBACK_MARKER}{tail}", st.text(), st.text()
+)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     event_type=st.sampled_from(EVENT_TYPES),
@@ -127,7 +133,7 @@ instants = st.none() | st.datetimes(
             "priority": st.integers(-32768, 32767),
             "attempts": st.integers(0, 100),
             "max_attempts": st.integers(1, 100),
-            "error": st.none() | st.text(),
+            "error": st.none() | st.text() | errors_with_tracebacks,
             "wait_reason": st.none() | st.text(),
             "run_at": instants,
             "created_at": instants,
@@ -144,7 +150,12 @@ instants = st.none() | st.datetimes(
 )
 def test_the_fast_event_text_is_the_encoded_event(event_type, state, fields, progress, at, line):
     job = Job(state=state, progress=progress, **fields)
-    assert event_text(event_type, job, at, line) == encode(event_data(event_type, job, at, line))
+    text = event_text(event_type, job, at, line)
+    assert text == encode(event_data(event_type, job, at, line))
+    # The member's text, derived from the stored one, is the member view of the same event.
+    member = encode(event_data(event_type, job, at, line, view=View.MEMBER))
+    assert member_text(text) == member
+    assert TRACEBACK_MARKER not in (json.loads(member)["job"]["error"] or "")
 
 
 @pytest.mark.django_db
