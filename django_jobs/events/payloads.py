@@ -158,12 +158,3 @@ def group_for_user(user: Any) -> str | None:
     if user is None or not getattr(user, "is_authenticated", False):
         return None
     return OPERATORS_GROUP if is_operator(user) else USER_GROUP_PREFIX + str(user.pk)
-
-
-def may_read_channel(user: Any, channel: str) -> bool:
-    """May ``user`` read this jobs channel? Operators read every one; a member only their own."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return False
-    if is_operator(user):
-        return True
-    return channel == user_channel(str(user.pk))
