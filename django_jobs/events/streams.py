@@ -15,6 +15,7 @@ A stream that falls more than ``MAX_PENDING`` live events behind reads the rows 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -28,6 +29,8 @@ from . import store
 from .payloads import channel_owner, sse_channels, text_for_channel
 from .signin import RECHECK_EVERY, SignIn
 from .store import StoredEvent
+
+logger = logging.getLogger("django_jobs.events")
 
 #: Live events queued per stream; past this, the stream re-reads the rows (it loses nothing).
 MAX_PENDING = 10
@@ -196,7 +199,12 @@ async def stream(channel: str, last_id: int | None, sign_in: SignIn) -> AsyncIte
             except TimeoutError:
                 pass
             if time.monotonic() >= next_check:
-                if not await _still_valid(sign_in):
+                try:
+                    valid = await _still_valid(sign_in)
+                except Exception:  # the database is away: ask again at the next check
+                    logger.warning("Cannot check an event stream's sign-in", exc_info=True)
+                    valid = True
+                if not valid:
                     yield session_ended_event()
                     return
                 next_check = time.monotonic() + RECHECK_EVERY

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 from django.contrib.sessions.models import Session
@@ -22,6 +23,7 @@ from django_jobs.serialize import TRACEBACK_MARKER
 from testproject.jobs import with_steps
 from tests.conftest import SSEClient, session_cookie, wait_until
 from tests.integration.test_events_live import WSClient
+from tests.integration.test_events_redis import REDIS_URL, redis_server  # noqa: F401
 
 pytestmark = pytest.mark.process
 
@@ -42,9 +44,16 @@ def failed(job: Job):
     return lambda data: data["job"]["id"] == job.pk and data["type"] == "job.failed"
 
 
-def test_a_failing_jobs_traceback_reaches_operators_and_never_its_owner(spawn, asgi_server, users):
-    spawn("runjobs")
-    server = asgi_server()
+@pytest.mark.parametrize("transport", ["database", "redis"])
+def test_a_failing_jobs_traceback_reaches_operators_and_never_its_owner(
+    spawn, asgi_server, users, transport, request
+):
+    env = {}
+    if transport == "redis":  # the fleet option: both transports through Redis
+        request.getfixturevalue("redis_server")
+        env = {"JOBS_EVENTS_REDIS": REDIS_URL, "JOBS_EVENTS_REDIS_PREFIX": f"t{uuid.uuid4().hex}"}
+    spawn("runjobs", env=env)
+    server = asgi_server(env=env)
     alice, olga = users["alice"], users["olga"]
     cookies = {name: session_cookie(user) for name, user in users.items()}
     sse = {name: SSEClient(server.base, cookie=cookie) for name, cookie in cookies.items()}
