@@ -1,15 +1,45 @@
-"""A job as JSON: one shape shared by the API, the CLI, the admin and the events."""
+"""A job as JSON: the one definition shared by the API, events, CLI, admin and Tasks results.
+
+``JOB_FIELDS`` lists the fields, in order, each with where its value comes from and what a
+member sees of it. Everything that shows a job is made from that list:
+
+- ``job_json(job, view=...)``: the dict (API, CLI, MCP, admin, demo page);
+- ``member_view(data)``: an operator's job dict as its owner may see it (the live events store
+  the operator's text and give members this view of it, see ``events.payloads``);
+- ``compile_text_encoder()``: a function writing the same JSON text as encoding the dict, for
+  the worker's hot path, generated from the list (a field added to the list is in every one).
+
+Two views: ``OPERATOR`` sees everything; ``MEMBER`` (a job's owner who is not an operator)
+never sees a server traceback (it names server files and source lines).
+"""
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import TYPE_CHECKING, Any
 
-from .models import Job, JobStep
+from django.core.serializers.json import DjangoJSONEncoder
+
+if TYPE_CHECKING:
+    from .models import Job, JobStep
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+class View(enum.Enum):
+    """Who reads the job: what the JSON leaves out depends on it."""
+
+    OPERATOR = "operator"
+    MEMBER = "member"
+
+
+def view_for(user: Any) -> View:
+    """The view ``user`` gets of the jobs they may read: operators see everything."""
+    from .permissions_util import is_operator
+
+    return View.OPERATOR if is_operator(user) else View.MEMBER
 
 
 TRACEBACK_MARKER = "\n\nTraceback (most recent call last):"
@@ -22,40 +52,118 @@ def public_error(error: str | None) -> str | None:
     return error.split(TRACEBACK_MARKER, 1)[0]
 
 
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _ended_error(job: Job) -> str | None:
+    return job.error if job.state in ("failed", "blocked", "unknown") else None
+
+
+def _wait_reason(job: Job) -> str | None:
+    return job.wait_reason if job.state == "waiting" else None
+
+
+def _progress(key: str) -> Callable[[Job], Any]:
+    def get(job: Job) -> Any:
+        progress = job.progress
+        return progress.get(key) if progress else None
+
+    return get
+
+
+@dataclass(frozen=True, slots=True)
+class JobField:
+    """One key of the job JSON."""
+
+    name: str
+    #: An attribute of the job, or a function of the job giving the value.
+    source: str | Callable[[Job], Any] = ""
+    #: ``True`` for a datetime: written as ISO 8601 text.
+    instant: bool = False
+    #: What a member sees instead of the value (a function of the operator's value).
+    member: Callable[[Any], Any] | None = None
+    #: Text that the member's view can only differ by when the operator's JSON holds it: the
+    #: events skip making a member text that would be the same (see ``member_may_differ``).
+    member_hint: str = ""
+    #: A nested object: its keys (``source`` unused).
+    parts: tuple[JobField, ...] = ()
+
+    def value(self, job: Job) -> Any:
+        if self.parts:
+            return {part.name: part.value(job) for part in self.parts}
+        raw = getattr(job, self.source) if isinstance(self.source, str) else self.source(job)
+        return _iso(raw) if self.instant else raw
+
+
+#: The job JSON, in order (SPEC §7). ``payload``, ``result`` and ``deduped`` are added by
+#: ``job_json`` where they belong.
+JOB_FIELDS: tuple[JobField, ...] = (
+    JobField("id", "pk"),
+    JobField("kind", "kind"),
+    JobField("queue", "queue"),
+    JobField("engine", "engine"),
+    JobField("state", "state"),
+    JobField("owner", "owner_id"),
+    JobField("tenant", "tenant"),
+    JobField("priority", "priority"),
+    JobField("attempts", "attempts"),
+    JobField("max_attempts", "max_attempts"),
+    JobField(
+        "progress",
+        parts=(JobField("stage", _progress("stage")), JobField("percent", _progress("percent"))),
+    ),
+    JobField(
+        "error",
+        _ended_error,
+        member=public_error,
+        member_hint=TRACEBACK_MARKER.strip(),
+    ),
+    JobField("wait_reason", _wait_reason),
+    JobField("run_at", "run_at", instant=True),
+    JobField("created_at", "created_at", instant=True),
+    JobField("started_at", "started_at", instant=True),
+    JobField("ended_at", "ended_at", instant=True),
+    JobField("timestamps_derived", "timestamps_derived"),
+    JobField("idempotency_key", "idempotency_key"),
+)
+
+_MEMBER_FIELDS = tuple(field for field in JOB_FIELDS if field.member is not None)
+
+
 def job_json(
-    job: Job, *, payload: bool = True, deduped: bool | None = None, traceback: bool = True
+    job: Job,
+    *,
+    view: View = View.OPERATOR,
+    payload: bool = True,
+    deduped: bool | None = None,
 ) -> dict[str, Any]:
-    """The job JSON of the API. ``traceback=False`` drops server tracebacks from ``error``."""
-    progress = job.progress or {}
-    data: dict[str, Any] = {
-        "id": job.pk,
-        "kind": job.kind,
-        "queue": job.queue,
-        "engine": job.engine,
-        "state": job.state,
-        "owner": job.owner_id,
-        "tenant": job.tenant,
-        "priority": job.priority,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "progress": {"stage": progress.get("stage"), "percent": progress.get("percent")},
-        "error": (job.error if traceback else public_error(job.error))
-        if job.state in ("failed", "blocked", "unknown")
-        else None,
-        "wait_reason": job.wait_reason if job.state == "waiting" else None,
-        "run_at": _iso(job.run_at),
-        "created_at": _iso(job.created_at),
-        "started_at": _iso(job.started_at),
-        "ended_at": _iso(job.ended_at),
-        "timestamps_derived": job.timestamps_derived,
-        "idempotency_key": job.idempotency_key,
-    }
+    """The job's JSON as ``view`` sees it; without ``payload`` and ``result`` when
+    ``payload=False`` (events); with ``deduped`` when given (a submit's answer)."""
+    data = {field.name: field.value(job) for field in JOB_FIELDS}
+    if view is View.MEMBER:
+        data = member_view(data)
     if payload:
         data["payload"] = job.payload
         data["result"] = job.result
     if deduped is not None:
         data["deduped"] = deduped
     return data
+
+
+def member_view(data: dict[str, Any]) -> dict[str, Any]:
+    """An operator's job dict (from ``job_json``) as the job's owner sees it."""
+    changed = {
+        field.name: field.member(data[field.name])  # type: ignore[misc]
+        for field in _MEMBER_FIELDS
+        if field.name in data
+    }
+    return {**data, **changed} if changed else data
+
+
+def member_may_differ(text: str) -> bool:
+    """Could the member's view of this operator JSON text differ from it? (Cheap: no parse.)"""
+    return any(field.member_hint in text for field in _MEMBER_FIELDS)
 
 
 def step_json(step: JobStep) -> dict[str, Any]:
@@ -69,8 +177,72 @@ def step_json(step: JobStep) -> dict[str, Any]:
     }
 
 
-def job_detail_json(job: Job, *, traceback: bool = True) -> dict[str, Any]:
-    data = job_json(job, traceback=traceback)
+def job_detail_json(job: Job, *, view: View = View.OPERATOR) -> dict[str, Any]:
+    """``GET {id}/``: the job with its ``steps`` and ``log``."""
+    data = job_json(job, view=view)
     data["steps"] = [step_json(s) for s in job.steps.all()]
     data["log"] = list(job.log or [])
     return data
+
+
+# -- the generated text encoder -----------------------------------------------------------------
+
+#: Compact JSON as every job text is written (an encoder keeps no state between calls).
+ENCODER = DjangoJSONEncoder(separators=(",", ":"))
+
+
+def encode(data: Any) -> str:
+    """Compact JSON text, as the events send it."""
+    return ENCODER.encode(data)
+
+
+def json_value(value: Any) -> str:
+    """The JSON of one value, as ``ENCODER`` writes it; common types without its machinery."""
+    if value is None:
+        return "null"
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    return ENCODER.encode(value)
+
+
+def json_instant(value: datetime | None) -> str:
+    """The JSON of a datetime field: its ISO 8601 text (which needs no escaping), or null."""
+    return "null" if value is None else f'"{value.isoformat()}"'
+
+
+def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[[Job], str]:
+    """A function ``job -> text`` equal to ``encode(job_json(job, payload=False))``.
+
+    Generated from ``fields`` as one f-string (the fastest way to build the text in Python):
+    no dict, no encoder walk. A property test holds it equal to the dict's encoding.
+    """
+    namespace: dict[str, Any] = {"_value": json_value, "_instant": json_instant}
+
+    def object_source(parts: tuple[JobField, ...], prefix: str) -> str:
+        pieces = []
+        for n, field in enumerate(parts):
+            key = f"{encode_basestring_ascii(field.name)}:"
+            if field.parts:
+                pieces.append(key + object_source(field.parts, f"{prefix}{n}_"))
+                continue
+            if isinstance(field.source, str):
+                expr = f"job.{field.source}"
+            else:
+                namespace[f"{prefix}{n}"] = field.source
+                expr = f"{prefix}{n}(job)"
+            writer = "_instant" if field.instant else "_value"
+            pieces.append(f"{key}{{{writer}({expr})}}")
+        return "{{" + ",".join(pieces) + "}}"
+
+    source = f"def job_text(job):\n    return f'{object_source(fields, '_f')}'\n"
+    exec(compile(source, "<django_jobs job_text>", "exec"), namespace)
+    return namespace["job_text"]  # type: ignore[no-any-return]
+
+
+#: ``job_text(job)``: the operator's job JSON text without payload and result (the events').
+job_text = compile_text_encoder()

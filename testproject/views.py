@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from django_jobs.models import Job
 from django_jobs.permissions_util import is_operator
-from django_jobs.serialize import job_json
+from django_jobs.serialize import job_json, view_for
 
 from .jobs import render as render_job
 
@@ -33,7 +33,8 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def jobs_json(request: HttpRequest) -> JsonResponse:
     jobs = Job.objects.filter(owner=request.user).order_by("-id")[:20]
-    return JsonResponse({"results": [job_json(j, payload=False) for j in jobs]})
+    view = view_for(request.user)  # a member never sees a server traceback
+    return JsonResponse({"results": [job_json(j, view=view, payload=False) for j in jobs]})
 
 
 @login_required
@@ -42,4 +43,5 @@ def submit(request: HttpRequest) -> JsonResponse:
     body = json.loads(request.body or b"{}")
     video = str(body.get("video") or f"clip-{uuid.uuid4().hex[:6]}")
     job = render_job.as_user(request.user, {"video": video, "frames": 20})
-    return JsonResponse(job_json(job, deduped=job.deduped), status=201)
+    view = view_for(request.user)
+    return JsonResponse(job_json(job, view=view, deduped=job.deduped), status=201)

@@ -160,15 +160,18 @@ def free_port() -> int:
 
 
 class AsgiServer(Proc):
-    """``daphne testproject.asgi:application`` on a free port, with the test database."""
+    """``daphne testproject.asgi:application`` (or ``app``) on a free port, with the test
+    database."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, env: dict[str, str], log: Path, app: str = "testproject.asgi:application"
+    ) -> None:
         import socket
 
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.ws_base = f"ws://127.0.0.1:{self.port}"
-        args = ["-b", "127.0.0.1", "-p", str(self.port), "testproject.asgi:application"]
+        args = ["-b", "127.0.0.1", "-p", str(self.port), app]
         super().__init__(args, env, log, module="daphne")
 
         def accepting() -> bool:
@@ -185,11 +188,15 @@ class AsgiServer(Proc):
 
 @pytest.fixture
 def asgi_server(worker_env: dict[str, str], tmp_path: Path) -> Iterator:
-    """``asgi_server(env=None)`` starts a daphne process; all are stopped after the test."""
+    """``asgi_server(env=None, app=...)`` starts a daphne process; all are stopped after the
+    test."""
     servers: list[AsgiServer] = []
 
-    def start(env: dict[str, str] | None = None) -> AsgiServer:
-        server = AsgiServer({**worker_env, **(env or {})}, tmp_path / f"daphne{len(servers)}.log")
+    def start(
+        env: dict[str, str] | None = None, app: str = "testproject.asgi:application"
+    ) -> AsgiServer:
+        log = tmp_path / f"daphne{len(servers)}.log"
+        server = AsgiServer({**worker_env, **(env or {})}, log, app)
         servers.append(server)
         return server
 

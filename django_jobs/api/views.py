@@ -16,12 +16,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.generators import SchemaGenerator
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-)
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -46,7 +41,7 @@ from ..exceptions import (
 from ..models import Job, Schedule
 from ..permissions_util import can_schedule, can_submit, is_operator
 from ..registry import JobHandle, all_handles, get
-from ..serialize import job_detail_json, job_json
+from ..serialize import View, job_detail_json, job_json, member_view, view_for
 from ..stats import queue_stats
 from ..types import RETRYABLE_STATES, JobState
 from .errors import (
@@ -58,6 +53,7 @@ from .errors import (
     TooLargeError,
     exception_handler,
 )
+from .openapi import AutoSchema, extend_schema, extend_schema_view
 from .pagination import JobsPagination
 from .parsers import BoundedJSONParser, check_content_length
 from .permissions import CanRetryJob, DenyAll, IsOperator, IsSignedIn
@@ -95,6 +91,9 @@ class JobsAPIMixin:
     renderer_classes = [JSONRenderer]
     parser_classes = [BoundedJSONParser]
     pagination_class = JobsPagination
+    # drf-spectacular's, whatever REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] says: GET schema/
+    # needs no global setting (SPEC §2).
+    schema = AutoSchema()
     http_method_names = ["get", "post", "patch", "delete", "head"]
     #: action name -> rules beyond "signed in". An action missing here is refused.
     action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {}
@@ -260,8 +259,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         for name, value in filters.validated_data.items():
             jobs = jobs.filter(**{name: value})
         page = self.paginate_queryset(jobs)
-        traceback = is_operator(request.user)
-        return self.get_paginated_response([job_json(job, traceback=traceback) for job in page])
+        view = view_for(request.user)
+        return self.get_paginated_response([job_json(job, view=view) for job in page])
 
     def create(self, request: Request) -> Response:
         body = SubmitSerializer(data=request.data)
@@ -302,7 +301,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         except InvalidDuration as exc:
             raise InvalidRequestError(errors={"delay": [exc.message]}) from None
         code = status.HTTP_200_OK if job.deduped else status.HTTP_201_CREATED
-        return Response(job_json(job, deduped=job.deduped), status=code)
+        return Response(job_json(job, view=view_for(user), deduped=job.deduped), status=code)
 
     @staticmethod
     def _idempotency_key(request: Request, field: str | None) -> str | None:
@@ -328,7 +327,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
 
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
         # Tracebacks name server files: operators see them, owners see the error's message.
-        return Response(job_detail_json(self.get_object(), traceback=is_operator(request.user)))
+        return Response(job_detail_json(self.get_object(), view=view_for(request.user)))
 
     @extend_schema(
         operation_id="jobs_cancel",
@@ -345,7 +344,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         try:
-            return Response(operations.cancel(job.pk))
+            return Response(_as_seen_by(request.user, operations.cancel(job.pk)))
         except NotCancellable as exc:
             raise ConflictError(exc.message, code=exc.code) from None
         except JobNotFound as exc:
@@ -382,7 +381,9 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
                 }
             )
         try:
-            return Response(operations.retry(job.pk, from_step=from_step))
+            return Response(
+                _as_seen_by(request.user, operations.retry(job.pk, from_step=from_step))
+            )
         except (NotRetryable, JobDuplicate) as exc:
             raise ConflictError(exc.message, code=exc.code) from None
         except JobNotFound as exc:
@@ -594,6 +595,11 @@ def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         },
         status=404,
     )
+
+
+def _as_seen_by(user: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """An operator's job JSON (``operations``) as ``user`` may see it."""
+    return member_view(data) if view_for(user) is View.MEMBER else data
 
 
 # --- the OpenAPI schema --------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """Handing stored events to the two transports, addressed.
 
-- SSE: ``django_eventstream.send_event`` on each of the event's channels. The event's id is its
-  row id (``JobEventStorage`` hands it to eventstream), so live delivery and ``Last-Event-ID``
-  replay agree. Without ``EVENTSTREAM_REDIS`` send_event reaches this process's listeners;
-  with it, every web process's listeners, through Redis.
+- SSE: this process's streams (``streams.listeners``), on each of the event's channels, with
+  the row id as the event id, so live delivery and ``Last-Event-ID`` replay agree. With
+  ``EVENTSTREAM_REDIS``, every web process's streams, through Redis (``redis_sse``).
 - WebSocket: ``group_send`` of ``{"type": "jobs.event", "text": <JSON>}`` on each of the
   event's groups of the default Channels layer.
+
+Each address gets its reader's text: the operators' the stored one, an owner's its member
+view (``payloads.text_for_channel`` / ``text_for_group``).
 
 Who calls them: without Redis, each web process's relay (``relay.py``) reads the rows and
 delivers them locally. With Redis (``EVENTSTREAM_REDIS`` for SSE, a layer other than
@@ -25,14 +27,14 @@ from typing import Any
 
 from django.conf import settings
 
-from .payloads import WS_MESSAGE_TYPE, sse_channels, ws_groups
+from .payloads import WS_MESSAGE_TYPE, text_for_group, ws_groups
 from .store import StoredEvent
 
 logger = logging.getLogger("django_jobs.events")
 
 
 def sse_uses_redis() -> bool:
-    """True when eventstream publishes through Redis (``EVENTSTREAM_REDIS`` is set)."""
+    """True when SSE events go through Redis (``EVENTSTREAM_REDIS`` is set)."""
     return hasattr(settings, "EVENTSTREAM_REDIS")
 
 
@@ -80,23 +82,30 @@ def forget_transports(*, setting: str, **kwargs: Any) -> None:
     global _transports
     if setting in ("EVENTSTREAM_REDIS", "CHANNEL_LAYERS"):
         _transports = None
+    if setting == "EVENTSTREAM_REDIS":
+        from .redis_sse import forget_client
+
+        forget_client()
 
 
 def send_sse(rows: list[StoredEvent]) -> None:
-    """``send_event`` each row on its channels, with its row id as the event id."""
-    from django_eventstream import send_event
+    """Hand the rows to this process's SSE streams (the relay's delivery)."""
+    from .streams import listeners
 
-    from .sse import relaying
+    listeners.deliver(rows)
 
-    for row in rows:
-        for channel in sse_channels(row.owner):
-            with relaying(row):
-                send_event(channel, row.type, row.data, json_encode=False)
+
+def publish_sse(rows: list[StoredEvent]) -> None:
+    """Publish the rows to every web process's SSE streams, through Redis."""
+    from .redis_sse import publish
+
+    publish(rows)
 
 
 def ws_messages(rows: list[StoredEvent]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``group_send`` calls of the rows: each group with its reader's text."""
     return [
-        (group, {"type": WS_MESSAGE_TYPE, "text": row.data})
+        (group, {"type": WS_MESSAGE_TYPE, "text": text_for_group(row.data, group)})
         for row in rows
         for group in ws_groups(row.owner)
     ]
@@ -166,7 +175,7 @@ class FleetPublisher:
 
     def _publish(self, rows: list[StoredEvent]) -> None:
         if sse_uses_redis():
-            self._attempt("sse", lambda: send_sse(rows))
+            self._attempt("sse", lambda: publish_sse(rows))
         layer = channel_layer()
         if layer is not None and not layer_is_local(layer):
             loop = self._loop

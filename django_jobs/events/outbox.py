@@ -37,7 +37,7 @@ from ..conf import jobs_settings
 from ..durations import parse_duration
 from ..store.base import BATCH_SHARED
 from . import store
-from .payloads import encode, event_data, event_text, owner_key, snapshot
+from .payloads import event_text, owner_key, snapshot
 from .store import NewEvent
 
 if TYPE_CHECKING:
@@ -106,16 +106,20 @@ class CreatedEventWriter:
 
     @staticmethod
     def _template(row: NewJob) -> tuple[str, str, str]:
-        """The event's text cut at the job id and at the key's value."""
+        """The event's text cut at the job id and at the key's value.
+
+        Made by ``event_text`` itself, with stand-ins for the id and the key that are then
+        cut out: whatever fields the job JSON has, in whatever order, the template follows.
+        """
         values = row.inserted(0)
-        values["idempotency_key"] = None
-        job = SimpleNamespace(pk=0, **values)
-        text = encode(event_data("job.created", job, job.created_at))  # type: ignore[arg-type]
-        head, found_id, rest = text.partition(_ID_ZERO)
-        before_key, found_key, after_key = rest.rpartition(_NO_KEY)
-        if not (found_id and found_key):  # the schema changed: see job_json's key order
+        values["idempotency_key"] = _KEY_MARK
+        job = SimpleNamespace(pk=_ID_MARK, **values)
+        text = event_text("job.created", job, job.created_at)  # type: ignore[arg-type]
+        head, found_id, rest = text.partition(json.dumps(_ID_MARK))
+        before_key, found_key, after_key = rest.partition(json.dumps(_KEY_MARK))
+        if not (found_id and found_key) or _ID_MARK in after_key or _KEY_MARK in after_key:
             raise AssertionError(f"Cannot cut the job.created text {text!r}")
-        return head + _ID_ZERO[:-2], "," + before_key + _NO_KEY[:-5], "}" + after_key
+        return head, before_key, after_key
 
     def store(self, alias: str, jobs: list[Job]) -> None:
         # In the admitting transaction (a savepoint): if the insert fails, the jobs stand and
@@ -149,9 +153,9 @@ class CreatedEventWriter:
             transaction.on_commit(lambda: _publish_fleet(stored), using=alias)
 
 
-# job_json's first key is the id and its last the key.
-_ID_ZERO = '"job":{"id":0,'
-_NO_KEY = '"idempotency_key":null}'
+# Stand-ins for the id and the key in the job.created template: text no job JSON holds.
+_ID_MARK = "<django_jobs: the job id>"
+_KEY_MARK = "<django_jobs: the idempotency key>"
 
 
 def retention() -> timedelta | None:

@@ -5,6 +5,10 @@ text, ``{"type", "job": <job JSON without payload/result>, "at"}``, plus ``"line
 ``job.log``. The text is made once, when the event happens, and stored as is (the job row
 changes afterwards; the event keeps what was true then).
 
+Two views (``django_jobs.serialize``): the stored text is the operator's; a member (the job's
+owner) receives ``member_text`` of it, the same event without the server's traceback. The
+text is chosen per address on delivery, live and on replay, over SSE and WebSocket alike.
+
 Addresses: an event about a job reaches its owner and operators; an event about a job with
 no owner reaches operators only. Operators listen on one address that carries every event,
 so an operator who owns a job hears each of its events once.
@@ -12,14 +16,20 @@ so an operator who owns a job hears each of its events once.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
-from django.core.serializers.json import DjangoJSONEncoder
-
 from ..permissions_util import is_operator
-from ..serialize import job_json
+from ..serialize import (
+    View,
+    encode,
+    job_json,
+    job_text,
+    json_value,
+    member_may_differ,
+    member_view,
+)
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -47,11 +57,18 @@ USER_GROUP_PREFIX = "django_jobs.user."
 WS_MESSAGE_TYPE = "jobs.event"
 
 
-def event_data(event_type: str, job: Job, at: datetime, line: str | None = None) -> dict[str, Any]:
+def event_data(
+    event_type: str,
+    job: Job,
+    at: datetime,
+    line: str | None = None,
+    *,
+    view: View = View.OPERATOR,
+) -> dict[str, Any]:
     """The event as a dict: ``type``, ``job`` (no payload, no result), ``at`` and maybe ``line``."""
     data: dict[str, Any] = {
         "type": event_type,
-        "job": job_json(job, payload=False),
+        "job": job_json(job, view=view, payload=False),
         "at": at.isoformat(),
     }
     if event_type == "job.log":
@@ -67,61 +84,36 @@ def snapshot(job: Job) -> Job:
     return copy
 
 
-# One encoder for every event (it keeps no state between calls): json.dumps(cls=...) would
-# build one per call.
-_ENCODER = DjangoJSONEncoder(separators=(",", ":"))
-
-
-def encode(data: dict[str, Any]) -> str:
-    """The wire text of an event (compact JSON)."""
-    return _ENCODER.encode(data)
-
-
 def event_text(event_type: str, job: Job, at: datetime, line: str | None = None) -> str:
-    """``encode(event_data(...))``, written directly: the worker makes two or more per job.
-
-    It must give the very same text; a property test holds it to that. A change to
-    ``job_json`` is a change here too.
-    """
-    state = job.state
-    progress = job.progress or {}
-    error = job.error if state in ("failed", "blocked", "unknown") else None
-    wait_reason = job.wait_reason if state == "waiting" else None
-    text = (
-        f'{{"type":{_value(event_type)},"job":{{"id":{_value(job.pk)},'
-        f'"kind":{_value(job.kind)},"queue":{_value(job.queue)},"engine":{_value(job.engine)},'
-        f'"state":{_value(state)},"owner":{_value(job.owner_id)},"tenant":{_value(job.tenant)},'
-        f'"priority":{_value(job.priority)},"attempts":{_value(job.attempts)},'
-        f'"max_attempts":{_value(job.max_attempts)},'
-        f'"progress":{{"stage":{_value(progress.get("stage"))},'
-        f'"percent":{_value(progress.get("percent"))}}},'
-        f'"error":{_value(error)},"wait_reason":{_value(wait_reason)},'
-        f'"run_at":{_instant(job.run_at)},"created_at":{_instant(job.created_at)},'
-        f'"started_at":{_instant(job.started_at)},"ended_at":{_instant(job.ended_at)},'
-        f'"timestamps_derived":{_value(job.timestamps_derived)},'
-        f'"idempotency_key":{_value(job.idempotency_key)}}},"at":"{at.isoformat()}"'
-    )
+    """``encode(event_data(...))``: the operator's text, the one stored (the worker makes two
+    or more per job, so the job's part comes from the generated ``job_text``)."""
+    text = f'{{"type":{json_value(event_type)},"job":{job_text(job)},"at":"{at.isoformat()}"'
     if event_type == "job.log":
-        return f'{text},"line":{_value(line)}}}'
+        return f'{text},"line":{json_value(line)}}}'
     return text + "}"
 
 
-def _value(value: Any) -> str:
-    # The JSON of one value, as _ENCODER writes it; the common types without its machinery.
-    if value is None:
-        return "null"
-    kind = type(value)
-    if kind is str:
-        return encode_basestring_ascii(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return int.__repr__(value)
-    return _ENCODER.encode(value)
+def member_text(text: str) -> str:
+    """The event text a job's owner receives, from the stored (operator's) text.
+
+    The same ``member_view`` as the API's; the text is parsed only when the member's view
+    could differ (an event whose error carries a traceback), otherwise it is ``text`` itself.
+    """
+    if not member_may_differ(text):
+        return text
+    data = json.loads(text)
+    data["job"] = member_view(data["job"])
+    return encode(data)
 
 
-def _instant(value: datetime | None) -> str:
-    return "null" if value is None else f'"{value.isoformat()}"'
+def text_for_channel(text: str, channel: str) -> str:
+    """The text of an event as delivered on ``channel``: operators' in full, a member's view."""
+    return text if channel == OPERATORS_CHANNEL else member_text(text)
+
+
+def text_for_group(text: str, group: str) -> str:
+    """The text of an event as delivered to a Channels ``group`` (see ``text_for_channel``)."""
+    return text if group == OPERATORS_GROUP else member_text(text)
 
 
 def owner_key(owner_id: Any) -> str | None:
@@ -166,12 +158,3 @@ def group_for_user(user: Any) -> str | None:
     if user is None or not getattr(user, "is_authenticated", False):
         return None
     return OPERATORS_GROUP if is_operator(user) else USER_GROUP_PREFIX + str(user.pk)
-
-
-def may_read_channel(user: Any, channel: str) -> bool:
-    """May ``user`` read this jobs channel? Operators read every one; a member only their own."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return False
-    if is_operator(user):
-        return True
-    return channel == user_channel(str(user.pk))

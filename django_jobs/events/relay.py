@@ -1,8 +1,8 @@
 """The relay: one thread per web process that turns new event rows into live deliveries.
 
 Started lazily, by the first SSE or WebSocket connection of the process. It reads the rows
-after the last one it delivered, oldest first, and hands each to this process's SSE listeners
-(``send_event``) and WebSocket consumers (``group_send`` on the in-memory Channels layer, run
+after the last one it delivered, oldest first, and hands each to this process's SSE streams
+(``streams.listeners``) and WebSocket consumers (``group_send`` on the in-memory Channels layer, run
 on the loop the consumers live on). On PostgreSQL it LISTENs on a connection of its own and
 reads when NOTIFY says rows were committed (and every half second anyway: a notification is a
 hint, the rows are the truth); on SQLite it polls every 0.2 s.
@@ -157,7 +157,7 @@ class Relay:
         sse_local = not sse_uses_redis()
         for row in rows:
             # First the cursor, then the delivery: a stream that reads the rows "up to what
-            # was delivered" (JobEventStorage.get_current_id) meanwhile gets this row from
+            # was delivered" (streams.current_id) meanwhile gets this row from
             # there or live, never from neither.
             self._cursor = row.id
             if sse_local:

@@ -1,120 +1,77 @@
-"""Server-Sent Events with django-eventstream: the channel manager, the storage and the view.
+"""``GET events/``: the caller's live job events as Server-Sent Events (SPEC §8).
 
-Settings (see docs/events.md)::
+The view takes no setting. It signs the caller in (the session, else the API's
+authenticators), picks the caller's one channel (``jobs-operators`` for operators,
+``jobs-user-<pk>`` for a member), reads what the request may carry, and hands over to
+``streams.stream``. What a request may carry is exactly what docs/events.md lists: the
+``Last-Event-ID`` header or the ``lastEventId`` query parameter, each ``<channel>:<id>`` as the
+stream sent it. Anything else (django-eventstream's own ``es-meta``, ``recover``, ``link``,
+``channel``...) is a 400 that says so.
 
-    EVENTSTREAM_CHANNELMANAGER_CLASS = "django_jobs.events.sse.JobsChannelManager"
-    EVENTSTREAM_STORAGE_CLASS = "django_jobs.events.sse.JobEventStorage"
-
-Channels: ``jobs-operators`` carries every event, ``jobs-user-<pk>`` one owner's. The view
-picks the caller's one channel itself (a client cannot ask for another), and the channel
-manager refuses jobs channels to anyone else on any other eventstream view. Channels that
-are not ours keep eventstream's default behaviour (readable by all, stored by eventstream's
-own ``DjangoModelStorage``).
-
-The storage reads the event rows: an event's SSE id is ``<channel>:<row id>``, and a client
-reconnecting with ``Last-Event-ID`` gets the rows after it. This module leans on eventstream
-5.3's internals in two places (pinned ``<5.4``, covered by tests): ``send_event`` takes the
-event id from ``storage.append_event``, and, with ``EVENTSTREAM_REDIS``, the supervised Redis
-subscription below replaces eventstream's own, which stops for good when Redis goes away.
+``JobsChannelManager`` and ``JobEventStorage`` remain for projects whose settings name them;
+the job streams no longer need them (see their docstrings).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import logging
-import threading
-from collections.abc import AsyncIterator, Iterator
+import re
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django_eventstream.channelmanager import DefaultChannelManager
-from django_eventstream.event import Event
-from django_eventstream.storage import DjangoModelStorage, EventDoesNotExist, StorageBase
+from django_eventstream.storage import DjangoModelStorage
 
-from ..conf import jobs_settings
-from . import store
 from .fanout import sse_uses_redis
-from .payloads import channel_for_user, channel_owner, is_jobs_channel, may_read_channel
-from .store import StoredEvent
+from .payloads import channel_for_user, is_jobs_channel
+from .signin import SignIn, session_key_of
+from .streams import stream
 
-logger = logging.getLogger("django_jobs.events")
-
-_relaying = threading.local()
-
-
-@contextlib.contextmanager
-def relaying(row: StoredEvent) -> Iterator[None]:
-    """While inside, ``JobEventStorage.append_event`` on this thread answers ``row``'s id."""
-    _relaying.row = row
-    try:
-        yield
-    finally:
-        _relaying.row = None
+#: The query parameters the stream reads.
+QUERY_PARAMETERS = ("lastEventId",)
+#: An event id as the stream sends it: ``<channel>:<row id>``.
+EVENT_ID = re.compile(r"(?:jobs-operators|jobs-user-[^\s:,]{1,64}):(\d{1,18})")
 
 
-class JobsChannelManager(DefaultChannelManager):
-    """Jobs channels: operators read every one, a member only their own, anonymous none."""
+class InvalidStreamRequest(ValueError):
+    """The request carries something the stream does not accept; ``errors`` says what."""
 
-    def can_read_channel(self, user: Any, channel: str) -> bool:
-        if is_jobs_channel(channel):
-            return may_read_channel(user, channel)
-        return super().can_read_channel(user, channel)
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(errors)
+        self.errors = errors
 
 
-class JobEventStorage(StorageBase):
-    """eventstream's storage over the event rows (jobs channels), ``DjangoModelStorage`` else.
+def last_event_id(request: HttpRequest) -> int | None:
+    """The id to resume after (``Last-Event-ID``, else ``?lastEventId=``), or ``None``.
 
-    Event ids are row ids: one sequence for every channel, so a user channel's ids have gaps
-    (other users' events), which eventstream does not mind.
+    Raises ``InvalidStreamRequest`` for any query parameter but ``lastEventId`` and for an id
+    that is not ``<channel>:<number>``.
     """
-
-    def __init__(self) -> None:
-        self.other = DjangoModelStorage()
-
-    def append_event(self, channel: str, event_type: str, data: Any) -> Event:
-        if not is_jobs_channel(channel):
-            return self.other.append_event(channel, event_type, data)
-        row = getattr(_relaying, "row", None)
-        if row is None:
-            raise ValueError(
-                f"Events of channel {channel!r} come from the job event rows; they are sent by "
-                "django_jobs itself. Publish a job event with django_jobs.engine.events.publish, "
-                "or use a channel whose name does not start with 'jobs-'."
-            )
-        return Event(channel, event_type, data, id=row.id)
-
-    def get_events(self, channel: str, last_id: int, limit: int = 100) -> list[Event]:
-        if not is_jobs_channel(channel):
-            return self.other.get_events(channel, last_id, limit=limit)
-        alias = jobs_settings.DATABASE
-        current = self.get_current_id(channel)
-        if last_id and not store.exists(alias, last_id):
-            oldest = store.oldest_id(alias)
-            if oldest is None or last_id < oldest:
-                # Pruned: what came after it may be gone too. eventstream sends stream-reset.
-                raise EventDoesNotExist(f"Event {last_id} was pruned", current)
-        rows = store.after(alias, last_id, upto=current, owner=channel_owner(channel), limit=limit)
-        return [Event(channel, row.type, row.data, id=row.id) for row in rows]
-
-    def get_current_id(self, channel: str) -> int:
-        if not is_jobs_channel(channel):
-            return self.other.get_current_id(channel)
-        from .relay import relay
-
-        # With the relay delivering SSE here, "current" is what it has delivered: what comes
-        # after reaches the client live, so replay and live delivery neither overlap nor leave
-        # a hole. Through Redis, it is the newest row.
-        delivered = None if sse_uses_redis() else relay.delivered()
-        return delivered if delivered is not None else store.latest_id(jobs_settings.DATABASE)
+    unknown = sorted(set(request.GET) - set(QUERY_PARAMETERS))
+    errors: dict[str, list[str]] = {
+        name: ["Unknown parameter: the stream reads only lastEventId."] for name in unknown
+    }
+    values = request.GET.getlist("lastEventId")
+    if len(values) > 1:
+        errors["lastEventId"] = ["Send lastEventId once."]
+    header = request.headers.get("Last-Event-ID")
+    source, value = ("Last-Event-ID", header) if header else ("lastEventId", next(iter(values), ""))
+    found = EVENT_ID.fullmatch(value) if value else None
+    if value and found is None:
+        errors[source] = [
+            "Not an event id of this stream: send the id: of the last event received, "
+            "'<channel>:<number>' (e.g. 'jobs-user-7:1532'), or nothing to start afresh."
+        ]
+    if errors:
+        raise InvalidStreamRequest(errors)
+    return int(found.group(1)) if found is not None else None
 
 
-def signed_in_user(request: HttpRequest) -> Any:
-    """The session's user, else whoever the API's authenticators recognise; None if anonymous."""
+def signed_in_user(request: HttpRequest) -> tuple[Any, SignIn] | None:
+    """The caller and how they signed in: the session's user, else whoever the API's
+    authenticators recognise; ``None`` if anonymous."""
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
-        return user
+        return user, SignIn(user.pk, session_key_of(getattr(request, "session", None)))
     from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
@@ -123,7 +80,9 @@ def signed_in_user(request: HttpRequest) -> Any:
         user = Request(request, authenticators=authenticators).user
     except Exception:  # AuthenticationFailed: refused credentials are a 401 like none
         return None
-    return user if user is not None and user.is_authenticated else None
+    if user is None or not user.is_authenticated:
+        return None
+    return user, SignIn(user.pk, None)
 
 
 def unauthenticated() -> HttpResponse:
@@ -139,10 +98,21 @@ def unauthenticated() -> HttpResponse:
     return response
 
 
+def invalid(errors: dict[str, list[str]]) -> HttpResponse:
+    return JsonResponse(
+        {
+            "code": "INVALID_STREAM_REQUEST",
+            "message": "The event stream accepts only a Last-Event-ID header or a lastEventId "
+            "query parameter, each '<channel>:<number>' as the stream sent it; leave out "
+            "everything else.",
+            "errors": errors,
+        },
+        status=400,
+    )
+
+
 def events(request: HttpRequest) -> HttpResponse:
     """``GET events/``: the caller's live job events as Server-Sent Events (SPEC §8)."""
-    from django_eventstream.views import events as eventstream_events
-
     if request.method != "GET":
         response = JsonResponse(
             {"code": "METHOD_NOT_ALLOWED", "message": "The event stream answers GET only."},
@@ -150,127 +120,42 @@ def events(request: HttpRequest) -> HttpResponse:
         )
         response["Allow"] = "GET"
         return response
-    user = signed_in_user(request)
-    if user is None:
+    signed_in = signed_in_user(request)
+    if signed_in is None:
         return unauthenticated()
-    request.user = user
+    user, sign_in = signed_in
+    try:
+        after = last_event_id(request)
+    except InvalidStreamRequest as exc:
+        return invalid(exc.errors)
     channel = channel_for_user(user)
+    assert channel is not None
     if sse_uses_redis():
-        claim_redis_subscription()
+        from .redis_sse import ensure_subscription
+
+        content: Any = ensure_subscription(stream(channel, after, sign_in))
     else:
         from .relay import relay
 
         relay.ensure_started()
-    response = eventstream_events(request, channels=[channel])
-    if sse_uses_redis() and getattr(response, "is_async", False):
-        response.streaming_content = _with_redis_subscription(response.streaming_content)
+        content = stream(channel, after, sign_in)
+    response = StreamingHttpResponse(content, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
     return response
 
 
-# -- Redis (EVENTSTREAM_REDIS): a subscription that survives Redis restarts ---------------------
+class JobsChannelManager(DefaultChannelManager):
+    """For projects whose ``EVENTSTREAM_CHANNELMANAGER_CLASS`` names it: eventstream's default
+    manager, refusing the job channels' names on eventstream's own views (the job streams are
+    served by ``events`` alone; nothing is ever sent to eventstream on those channels)."""
 
-_redis_task: asyncio.Task[None] | None = None
-_redis_lock = threading.Lock()
-
-
-def claim_redis_subscription() -> None:
-    """Stop eventstream from starting its own Redis subscription: ours is supervised."""
-    from django_eventstream.views import get_listener_manager
-
-    manager = get_listener_manager()
-    with manager.lock:
-        manager.redis_listener_started = True
+    def can_read_channel(self, user: Any, channel: str) -> bool:
+        if is_jobs_channel(channel):
+            return False
+        return super().can_read_channel(user, channel)
 
 
-async def _with_redis_subscription(content: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    ensure_redis_subscription()
-    async for chunk in content:
-        yield chunk
-
-
-def ensure_redis_subscription() -> None:
-    """Start the supervised subscription on the running loop, once per loop."""
-    global _redis_task
-    loop = asyncio.get_running_loop()
-    with _redis_lock:
-        task = _redis_task
-        if task is not None and not task.done() and task.get_loop() is loop:
-            return
-        _redis_task = loop.create_task(_subscribe_forever(), name="django_jobs-events-redis")
-
-
-async def _subscribe_forever() -> None:
-    """Subscribe to eventstream's Redis channel; on loss, wait, resubscribe and catch up."""
-    from django.conf import settings
-    from redis.asyncio import Redis
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-
-    # No silent reconnection: every loss must surface here, for the catch-up below. A
-    # subscription waits for messages as long as it takes.
-    options = {
-        **settings.EVENTSTREAM_REDIS,
-        "retry": Retry(NoBackoff(), 0),
-        "retry_on_error": [],
-        "socket_timeout": None,
-    }
-    lost = False
-    while True:
-        client = Redis(**options)
-        pubsub = client.pubsub()
-        try:
-            await pubsub.subscribe("events_channel")
-            if lost:
-                logger.warning("Redis is back: live events flow again.")
-            lost = False
-            # Whatever was sent before this subscription (while Redis was away, or while it
-            # was being made) is in the rows: have the streams read it from there.
-            _catch_up_listeners()
-            async for message in pubsub.listen():
-                if message.get("type") == "message":
-                    _deliver_redis_message(message["data"])
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            if not lost:
-                logger.warning(
-                    "Lost the Redis subscription of live events; resubscribing.", exc_info=True
-                )
-            lost = True
-        finally:
-            with contextlib.suppress(Exception):
-                await pubsub.aclose()
-            with contextlib.suppress(Exception):
-                await client.aclose()
-        await asyncio.sleep(0.5)
-
-
-def _deliver_redis_message(raw: Any) -> None:
-    from django_eventstream.views import get_listener_manager
-
-    message = json.loads(raw)
-    pub_id = message.get("pub_id")
-    event = Event(
-        message["channel"],
-        message["event_type"],
-        message["data"],
-        id=int(pub_id) if pub_id is not None else None,
-    )
-    get_listener_manager().add_to_queues(message["channel"], event)
-
-
-def _catch_up_listeners() -> None:
-    """Have every local stream re-read the rows after its last id (as after an overflow)."""
-    from django_eventstream.views import get_listener_manager
-
-    manager = get_listener_manager()
-    with manager.lock:
-        listeners = {
-            listener
-            for channel, members in manager.listeners_by_channel.items()
-            if is_jobs_channel(channel)
-            for listener in members
-        }
-        for listener in listeners:
-            listener.overflow = True
-            listener.wake_threadsafe()
+class JobEventStorage(DjangoModelStorage):
+    """For projects whose ``EVENTSTREAM_STORAGE_CLASS`` names it: eventstream's
+    ``DjangoModelStorage`` (the job streams read the event rows themselves)."""

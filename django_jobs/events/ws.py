@@ -2,9 +2,13 @@
 
 A frame is the same text as an SSE event's ``data``. The consumer joins one Channels group:
 ``django_jobs.operators`` for operators, ``django_jobs.user.<pk>`` for a member. An anonymous
-handshake is rejected (the server answers 403). The socket is one-way: what the client sends
-is ignored. There is no replay over the WebSocket; a client that needs one uses the SSE
-stream's ``Last-Event-ID`` (or reloads the jobs it shows after reconnecting).
+handshake is rejected (the server answers 403), and so is one from a page of another site
+(``origin.origin_allowed``). The socket is one-way: what the client sends is ignored. There
+is no replay over the WebSocket; a client that needs one uses the SSE stream's
+``Last-Event-ID`` (or reloads the jobs it shows after reconnecting).
+
+While open, the socket checks every ``signin.RECHECK_EVERY`` seconds that its user is still
+signed in, and closes (code 4401) once they are not.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .fanout import layer_is_local
+from .origin import origin_allowed
 from .payloads import group_for_user
+from .signin import RECHECK_EVERY, SignIn, session_key_of
 
 logger = logging.getLogger("django_jobs.events")
 
@@ -27,10 +33,13 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
 
     group: str | None = None
     loop: asyncio.AbstractEventLoop | None = None
+    watch: asyncio.Task[None] | None = None
+    #: The close code sent when the user's sign-in ended.
+    SIGNED_OUT = 4401
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        if user is None or not user.is_authenticated or not self._origin_allowed():
             await self.close()  # before accept: the handshake is refused
             return
         if self.channel_layer is None:
@@ -53,6 +62,33 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
             relay.attach_loop(self.loop)
             await database_sync_to_async(relay.ensure_started)()
         await self.accept()
+        sign_in = SignIn(user.pk, session_key_of(self.scope.get("session")))
+        self.watch = asyncio.get_running_loop().create_task(self._watch(sign_in))
+
+    def _origin_allowed(self) -> bool:
+        headers = dict(self.scope.get("headers") or [])
+        origin, host = headers.get(b"origin"), headers.get(b"host")
+        allowed = origin_allowed(
+            origin.decode("latin-1") if origin is not None else None,
+            host.decode("latin-1") if host is not None else None,
+        )
+        if not allowed:
+            logger.info("Refused a job WebSocket from the origin %r", origin)
+        return allowed
+
+    async def _watch(self, sign_in: SignIn) -> None:
+        """Close the socket once its user's sign-in has ended (see the module)."""
+        still_valid = database_sync_to_async(sign_in.still_valid)
+        while True:
+            await asyncio.sleep(RECHECK_EVERY)
+            try:
+                valid = await still_valid()
+            except Exception:  # the database is away: ask again next time
+                logger.warning("Cannot check a WebSocket's sign-in", exc_info=True)
+                continue
+            if not valid:
+                await self.close(code=self.SIGNED_OUT)
+                return
 
     async def _join(self, group: str) -> bool:
         for attempt in (1, 2):  # after a Redis restart the first pooled connection may be stale
@@ -67,6 +103,8 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         return False
 
     async def disconnect(self, code: Any) -> None:
+        if self.watch is not None and self.watch is not asyncio.current_task():
+            self.watch.cancel()
         if self.group is not None and self.channel_layer is not None:
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)

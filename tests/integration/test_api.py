@@ -264,6 +264,20 @@ def test_owners_see_the_error_and_operators_the_traceback(member, operator, api_
     assert "Traceback (most recent call last)" in full["error"]
 
 
+def test_the_demo_page_shows_members_no_traceback(api_users, client):
+    owned = {
+        user: lookup("api.steps").as_user(user, {"fail": True, "by": user.username})
+        for user in (api_users.member, api_users.operator)
+    }
+    run_until_idle()
+    for user, job in owned.items():
+        client.force_login(user)
+        [shown] = client.get("/demo/jobs.json").json()["results"]
+        assert shown["id"] == job.pk and "RuntimeError: store refused" in shown["error"]
+        has_traceback = "Traceback (most recent call last)" in shown["error"]
+        assert has_traceback is (user == api_users.operator), user.username
+
+
 def test_kinds_for_members_and_operators(member, operator):
     member_kinds = {row["kind"] for row in member.get("/api/jobs/kinds/").json()}
     operator_kinds = {row["kind"] for row in operator.get("/api/jobs/kinds/").json()}

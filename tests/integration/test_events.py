@@ -12,17 +12,14 @@ import asyncio
 import json
 import logging
 from datetime import UTC, timedelta
+from unittest.mock import ANY
 
 import pytest
 import time_machine
 from asgiref.sync import async_to_sync
 from django.db import connection
-from django.test import override_settings
+from django.test import RequestFactory, override_settings
 from django.utils import timezone
-from django_eventstream.eventrequest import EventRequest
-from django_eventstream.eventstream import get_events as eventstream_get_events
-from django_eventstream.storage import EventDoesNotExist
-from django_eventstream.views import Listener, get_listener_manager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +27,7 @@ import django_jobs
 from django_jobs.engine.events import publish
 from django_jobs.events import prune_events
 from django_jobs.events.checks import check_live_events
-from django_jobs.events.fanout import send_sse
+from django_jobs.events.fanout import send_sse, ws_messages
 from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import (
     EVENT_TYPES,
@@ -41,15 +38,22 @@ from django_jobs.events.payloads import (
     event_data,
     event_text,
     group_for_user,
-    may_read_channel,
+    member_text,
     sse_channels,
     ws_groups,
 )
 from django_jobs.events.relay import relay
-from django_jobs.events.sse import JobEventStorage, JobsChannelManager, relaying
+from django_jobs.events.sse import (
+    EVENT_ID,
+    InvalidStreamRequest,
+    JobEventStorage,
+    JobsChannelManager,
+    last_event_id,
+)
 from django_jobs.events.store import StoredEvent
+from django_jobs.events.streams import Listener, current_id, listeners, replay
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.serialize import job_json
+from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
 from django_jobs.testing import run_until_idle
 from django_jobs.types import JobState
 from testproject.jobs import always_fail, hello, record
@@ -113,6 +117,11 @@ instants = st.none() | st.datetimes(
 )
 
 
+errors_with_tracebacks = st.builds(
+    lambda head, tail: f"{head}{TRACEBACK_MARKER}{tail}", st.text(), st.text()
+)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     event_type=st.sampled_from(EVENT_TYPES),
@@ -127,7 +136,7 @@ instants = st.none() | st.datetimes(
             "priority": st.integers(-32768, 32767),
             "attempts": st.integers(0, 100),
             "max_attempts": st.integers(1, 100),
-            "error": st.none() | st.text(),
+            "error": st.none() | st.text() | errors_with_tracebacks,
             "wait_reason": st.none() | st.text(),
             "run_at": instants,
             "created_at": instants,
@@ -144,7 +153,12 @@ instants = st.none() | st.datetimes(
 )
 def test_the_fast_event_text_is_the_encoded_event(event_type, state, fields, progress, at, line):
     job = Job(state=state, progress=progress, **fields)
-    assert event_text(event_type, job, at, line) == encode(event_data(event_type, job, at, line))
+    text = event_text(event_type, job, at, line)
+    assert text == encode(event_data(event_type, job, at, line))
+    # The member's text, derived from the stored one, is the member view of the same event.
+    member = encode(event_data(event_type, job, at, line, view=View.MEMBER))
+    assert member_text(text) == member
+    assert TRACEBACK_MARKER not in (json.loads(member)["job"]["error"] or "")
 
 
 @pytest.mark.django_db
@@ -204,14 +218,12 @@ def test_an_event_reaches_its_owner_and_operators_and_an_ownerless_one_operators
     assert group_for_user(member) == f"django_jobs.user.{member.pk}"
     assert group_for_user(operator) == OPERATORS_GROUP
 
+    # A project that names our channel manager for its own eventstream views: the job
+    # channels are never served there (our stream serves them), other channels as before.
     manager = JobsChannelManager()
-    assert manager.can_read_channel(member, mine)
-    assert not manager.can_read_channel(other, mine)
-    assert not manager.can_read_channel(member, OPERATORS_CHANNEL)
-    assert manager.can_read_channel(operator, mine)
-    assert manager.can_read_channel(operator, OPERATORS_CHANNEL)
-    assert not manager.can_read_channel(None, mine)
-    assert not may_read_channel(None, OPERATORS_CHANNEL)
+    for user in (member, other, operator, None):
+        assert not manager.can_read_channel(user, mine)
+        assert not manager.can_read_channel(user, OPERATORS_CHANNEL)
     assert manager.can_read_channel(None, "someone-elses-channel")  # not ours: eventstream's
 
 
@@ -227,7 +239,21 @@ def is_named_boss(user) -> bool:
     return user.username == "boss"
 
 
-# -- the rows as eventstream's storage: replay ----------------------------------------------
+# -- replay from the rows -------------------------------------------------------------------
+
+
+def frames(body: str) -> list[dict]:
+    """The events of an SSE body: ``event``, ``id`` and ``data`` of each."""
+    found = []
+    for block in body.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            name, _, value = line.partition(": ")
+            if name in ("event", "id", "data"):
+                fields[name] = fields.get(name, "") + value
+        if fields:
+            found.append(fields)
+    return found
 
 
 @pytest.mark.django_db
@@ -240,43 +266,30 @@ def test_replay_after_an_id_gives_each_channel_its_own_events(
         b = hello.as_user(other, "b")
         nobody = hello.enqueue("nobody")
     run_until_idle()
-    storage = JobEventStorage()
     everything = list(JobEventRecord.objects.order_by("id"))
-    assert storage.get_current_id(OPERATORS_CHANNEL) == everything[-1].pk
+    upto = current_id()
+    assert upto == everything[-1].pk
 
-    def replay(channel: str, last_id: int = 0, limit: int = 100) -> list[tuple[int, int]]:
+    def read(channel: str, last_id: int = 0) -> list[tuple[int, int]]:
         return [
-            (e.id, json.loads(e.data)["job"]["id"])
-            for e in storage.get_events(channel, last_id, limit=limit)
+            (int(f["id"].rpartition(":")[2]), json.loads(f["data"])["job"]["id"])
+            for f in frames(replay(channel, last_id, upto).body)
         ]
 
-    assert replay(f"jobs-user-{member.pk}") == [(r.pk, a.pk) for r in rows_of(a)]
-    assert replay(f"jobs-user-{other.pk}") == [(r.pk, b.pk) for r in rows_of(b)]
-    assert replay(OPERATORS_CHANNEL) == [(r.pk, r.job_id) for r in everything]
-    assert {job for _, job in replay(OPERATORS_CHANNEL)} == {a.pk, b.pk, nobody.pk}
-    # After an id: only what came later; at most ``limit``.
+    assert read(f"jobs-user-{member.pk}") == [(r.pk, a.pk) for r in rows_of(a)]
+    assert read(f"jobs-user-{other.pk}") == [(r.pk, b.pk) for r in rows_of(b)]
+    assert read(OPERATORS_CHANNEL) == [(r.pk, r.job_id) for r in everything]
+    assert {job for _, job in read(OPERATORS_CHANNEL)} == {a.pk, b.pk, nobody.pk}
+    # After an id: only what came later.
     middle = everything[4].pk
-    assert replay(OPERATORS_CHANNEL, middle) == [(r.pk, r.job_id) for r in everything[5:]]
-    assert len(replay(OPERATORS_CHANNEL, 0, limit=2)) == 2
-    # An event's data is the row's text, as sent live.
-    first = storage.get_events(OPERATORS_CHANNEL, 0, limit=1)[0]
-    assert first.data == everything[0].data and first.type == everything[0].type
-
-
-@pytest.mark.django_db
-def test_eventstream_reads_a_reconnecting_clients_missed_events(api_users, rf):
-    """eventstream's own get_events over our storage: Last-Event-ID in, the missed rows out."""
-    with override_settings(EVENTSTREAM_STORAGE_CLASS="django_jobs.events.sse.JobEventStorage"):
-        member = api_users.member
-        job = hello.as_user(member, "missed")
-        run_until_idle()
-        rows = rows_of(job)
-        channel = f"jobs-user-{member.pk}"
-        request = rf.get("/", HTTP_LAST_EVENT_ID=f"{channel}:{rows[0].pk}")
-        request.user = member
-        event_request = EventRequest(request, view_kwargs={"channels": [channel]})
-        response = eventstream_get_events(event_request)
-        assert [e.id for e in response.channel_items[channel]] == [r.pk for r in rows[1:]]
+    assert read(OPERATORS_CHANNEL, middle) == [(r.pk, r.job_id) for r in everything[5:]]
+    # An event is the row's text with the channel's id, as sent live.
+    first = frames(replay(OPERATORS_CHANNEL, 0, upto).body)[0]
+    assert first == {
+        "event": everything[0].type,
+        "id": f"{OPERATORS_CHANNEL}:{everything[0].pk}",
+        "data": everything[0].data,
+    }
 
 
 @pytest.mark.django_db
@@ -285,7 +298,6 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
 ):
     member = api_users.member
     channel = f"jobs-user-{member.pk}"
-    storage = JobEventStorage()
     start = timezone.now()
     with time_machine.travel(start, tick=False):
         old = hello.as_user(member, "old")
@@ -298,11 +310,19 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
         assert prune_events() == len(old_ids)  # default retention: one day
     assert rows_of(old) == [] and len(rows_of(recent)) == 2
 
-    with pytest.raises(EventDoesNotExist) as pruned:
-        storage.get_events(channel, old_ids[0])
-    assert pruned.value.current_id == rows_of(recent)[-1].pk
+    upto = current_id()
+    pruned = replay(channel, old_ids[0], upto)
+    assert frames(pruned.body) == [
+        {
+            "event": "stream-reset",
+            "id": f"{channel}:{upto}",
+            "data": f'{{"channels": ["{channel}"]}}',
+        }
+    ]
+    assert pruned.last_id == rows_of(recent)[-1].pk
     # The newest id of the channel is still a good place to resume from.
-    assert storage.get_events(channel, rows_of(recent)[0].pk)[0].id == rows_of(recent)[1].pk
+    resumed = frames(replay(channel, rows_of(recent)[0].pk, upto).body)
+    assert [f["id"] for f in resumed] == [f"{channel}:{rows_of(recent)[1].pk}"]
 
     settings.JOBS = {**settings.JOBS, "EVENT_RETENTION": "1h"}
     with time_machine.travel(start + timedelta(hours=25), tick=False):
@@ -343,32 +363,41 @@ def test_pruning_deletes_exactly_the_events_made_before_the_cutoff(steps, gone, 
 
 
 @pytest.mark.django_db
-def test_send_event_delivers_a_row_with_its_row_id(api_users):
-    """eventstream 5.3's send_event takes the event id from storage.append_event (pinned)."""
-    job = hello.as_user(api_users.member, "live")
+def test_a_delivered_row_reaches_each_channel_with_its_row_id_and_its_readers_text(api_users):
+    failing = always_fail.as_user(api_users.member, {"n": 1})
+    failing.max_attempts = 1
+    failing.save()
     run_until_idle()
-    row = rows_of(job)[-1]
+    row = rows_of(failing)[-1]
+    assert row.type == "job.failed" and TRACEBACK_MARKER in data_of(row)["job"]["error"]
     stored = StoredEvent(row.pk, row.type, row.job_id, row.owner, row.data)
-    manager = get_listener_manager()
-    listener = Listener()
-    listener.loop = asyncio.new_event_loop()
-    listener.channels = {f"jobs-user-{api_users.member.pk}", OPERATORS_CHANNEL}
-    manager.add_listener(listener)
+    mine = f"jobs-user-{api_users.member.pk}"
+    loop = asyncio.new_event_loop()
+    mine_listener, operators_listener = Listener(mine, loop), Listener(OPERATORS_CHANNEL, loop)
+    for listener in (mine_listener, operators_listener):
+        listeners.add(listener)
     try:
         send_sse([stored])
     finally:
-        manager.remove_listener(listener)
-        listener.loop.close()
-    for channel in listener.channels:
-        (event,) = listener.channel_items[channel]
-        assert (event.id, event.type, event.data) == (row.pk, "job.succeeded", row.data)
+        for listener in (mine_listener, operators_listener):
+            listeners.remove(listener)
+        loop.close()
+    # Operators get the stored text; the owner the same event without the traceback.
+    assert operators_listener.pending == [(row.pk, "job.failed", row.data)]
+    ((event_id, event_type, text),) = mine_listener.pending
+    assert (event_id, event_type) == (row.pk, "job.failed")
+    owner_view = json.loads(text)
+    assert owner_view["job"]["error"] == public_error(data_of(row)["job"]["error"])
+    assert "Traceback" not in text and "testproject/jobs.py" not in text
+    assert owner_view == {**data_of(row), "job": {**data_of(row)["job"], "error": ANY}}
+    assert ws_messages([stored]) == [
+        (OPERATORS_GROUP, {"type": "jobs.event", "text": row.data}),
+        (f"django_jobs.user.{api_users.member.pk}", {"type": "jobs.event", "text": text}),
+    ]
 
+    # A project naming our storage class for its own eventstream channels gets eventstream's
+    # DjangoModelStorage.
     storage = JobEventStorage()
-    with pytest.raises(ValueError, match="sent by django_jobs itself"):
-        storage.append_event(OPERATORS_CHANNEL, "job.progress", "{}")
-    with relaying(stored):
-        assert storage.append_event(OPERATORS_CHANNEL, row.type, row.data).id == row.pk
-    # Channels that are not ours are stored by eventstream's DjangoModelStorage.
     first = storage.append_event("news", "message", '"hello"')
     second = storage.append_event("news", "message", '"again"')
     assert [e.id for e in storage.get_events("news", first.id)] == [second.id]
@@ -439,13 +468,10 @@ def test_the_relay_delivers_new_rows_to_listeners_in_order(api_users):
     needs_file_database()
     member = api_users.member
     channel = f"jobs-user-{member.pk}"
-    manager = get_listener_manager()
     loop = asyncio.new_event_loop()
-    listener = Listener()
-    listener.loop = loop
-    listener.channels = {channel}
+    listener = Listener(channel, loop)
     relay.ensure_started()
-    manager.add_listener(listener)
+    listeners.add(listener)
     try:
         job = hello.as_user(member, "relayed")
         run_until_idle()
@@ -453,15 +479,15 @@ def test_the_relay_delivers_new_rows_to_listeners_in_order(api_users):
         expected = [r.pk for r in rows_of(job)]
 
         def delivered():
-            with manager.lock:
-                return [e.id for e in listener.channel_items.get(channel, [])]
+            with listeners.lock:
+                return [event_id for event_id, _, _ in listener.pending]
 
         from tests.conftest import wait_until
 
         wait_until(lambda: delivered() == expected, timeout=10)
-        assert JobEventStorage().get_current_id(channel) >= expected[-1]
+        assert current_id() >= expected[-1]
     finally:
-        manager.remove_listener(listener)
+        listeners.remove(listener)
         relay.stop()
         loop.close()
 
@@ -471,8 +497,105 @@ def test_the_relay_delivers_new_rows_to_listeners_in_order(api_users):
 
 def test_the_system_checks_name_what_to_set(settings):
     assert check_live_events() == []
+    # No EVENTSTREAM_* setting is needed: without them, nothing to warn about.
     del settings.EVENTSTREAM_STORAGE_CLASS
     del settings.EVENTSTREAM_CHANNELMANAGER_CLASS
+    assert check_live_events() == []
     settings.JOBS = {"EVENT_RETENTION": "a while"}
-    ids = sorted(m.id for m in check_live_events())
-    assert ids == ["django_jobs.E101", "django_jobs.W101", "django_jobs.W102"]
+    assert [m.id for m in check_live_events()] == ["django_jobs.E101"]
+
+
+# -- what the stream reads --------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=20).filter(lambda n: n != "lastEventId"),
+    value=st.text(max_size=20),
+)
+def test_any_query_parameter_but_last_event_id_is_refused_by_name(name, value):
+    request = RequestFactory().get("/api/jobs/events/", {name: value})
+    if set(request.GET) == set():  # a name the query string cannot carry
+        return
+    with pytest.raises(InvalidStreamRequest) as refused:
+        last_event_id(request)
+    assert set(refused.value.errors) == set(request.GET)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=st.text(max_size=40))
+def test_a_last_event_id_is_an_id_the_stream_sent_or_a_400(header):
+    request = RequestFactory().get("/api/jobs/events/", HTTP_LAST_EVENT_ID=header)
+    try:
+        found = last_event_id(request)
+    except InvalidStreamRequest as refused:
+        assert list(refused.errors) == ["Last-Event-ID"]
+        assert EVENT_ID.fullmatch(header) is None
+    else:
+        if header:
+            assert EVENT_ID.fullmatch(header) is not None
+            assert found == int(header.rpartition(":")[2])
+        else:
+            assert found is None
+
+
+@pytest.mark.parametrize(
+    ("header", "query", "expected"),
+    [
+        ("jobs-user-7:1532", {}, 1532),
+        ("jobs-operators:9", {}, 9),
+        ("", {"lastEventId": "jobs-user-7:4"}, 4),
+        ("jobs-user-7:5", {"lastEventId": "jobs-user-7:4"}, 5),  # the header wins
+        ("", {}, None),
+    ],
+)
+def test_the_documented_ids(rf, header, query, expected):
+    request = rf.get("/api/jobs/events/", query, HTTP_LAST_EVENT_ID=header)
+    assert last_event_id(request) == expected
+
+
+@pytest.mark.django_db
+def test_a_bad_stream_request_is_a_400_saying_what_is_read(client, api_users):
+    client.force_login(api_users.member)
+    response = client.get("/api/jobs/events/?es-meta=x.y.z&recover=true")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "INVALID_STREAM_REQUEST"
+    assert set(body["errors"]) == {"es-meta", "recover"}
+    response = client.get("/api/jobs/events/", HTTP_LAST_EVENT_ID="jobs-user-1:abc")
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"Last-Event-ID"}
+
+
+@pytest.mark.django_db
+def test_the_projects_own_eventstream_views_never_hear_a_job_channel(api_users, settings):
+    """A project with its own eventstream views, their default channel manager (anyone reads
+    any channel) and eventstream's storage: asking them for a job channel gives nothing."""
+    from django_eventstream.eventrequest import EventRequest
+    from django_eventstream.eventstream import get_events
+    from django_eventstream.views import Listener as EventstreamListener
+    from django_eventstream.views import get_listener_manager
+
+    settings.EVENTSTREAM_CHANNELMANAGER_CLASS = (
+        "django_eventstream.channelmanager.DefaultChannelManager"
+    )
+    settings.EVENTSTREAM_STORAGE_CLASS = "django_eventstream.storage.DjangoModelStorage"
+    channels = [OPERATORS_CHANNEL, f"jobs-user-{api_users.member.pk}"]
+    spy = EventstreamListener()
+    spy.loop = asyncio.new_event_loop()
+    spy.channels = set(channels)
+    get_listener_manager().add_listener(spy)
+    try:
+        job = hello.as_user(api_users.member, "private")
+        run_until_idle()
+        rows = rows_of(job)
+        assert rows
+        send_sse([StoredEvent(r.pk, r.type, r.job_id, r.owner, r.data) for r in rows])
+    finally:
+        get_listener_manager().remove_listener(spy)
+        spy.loop.close()
+    assert spy.channel_items == {}
+    request = RequestFactory().get("/project/events/", {"lastEventId": f"{channels[0]}:0"})
+    request.user = api_users.other
+    found = get_events(EventRequest(request, view_kwargs={"channels": channels}))
+    assert all(items == [] for items in found.channel_items.values())

@@ -127,14 +127,15 @@ def test_events_reach_their_owner_and_operators_and_never_another_member(live, u
         WSClient(server, None)
     assert refused.value.response.status_code == 403
 
-    sse = {name: SSEClient(server.base, cookie=cookie) for name, cookie in cookies.items()}
-    # Asking for other channels changes nothing: the server picks the caller's own.
-    sse["bob"].close()
-    sse["bob"] = SSEClient(
+    # Asking for other channels is refused: the server picks the caller's own.
+    asking = SSEClient(
         server.base,
         cookie=cookies["bob"],
         path=f"/api/jobs/events/?channel=jobs-operators&channel=jobs-user-{alice.pk}",
     )
+    assert asking.status == 400
+    asking.close()
+    sse = {name: SSEClient(server.base, cookie=cookie) for name, cookie in cookies.items()}
     ws = {name: WSClient(server, cookie) for name, cookie in cookies.items()}
     try:
         for client in sse.values():

@@ -1,0 +1,235 @@
+"""The open SSE streams of this process: who listens on what, replay from the rows, the loop.
+
+The job streams are served here, not by django-eventstream's view, and take no setting: the
+rows are the storage (an event's SSE id is ``<channel>:<row id>``), the channel is the
+caller's own (``payloads.channel_for_user``), and the listeners are this module's, so no other
+eventstream view of the project can hear a job channel whatever ``EVENTSTREAM_*`` says. The
+wire format is django-eventstream's (``stream-open``, ``keep-alive``, ``stream-reset``, its
+event encoding), so its clients work unchanged.
+
+Order: a stream registers its listener first, then reads the rows after the client's last id
+up to what was delivered live; a live event that the read already gave is not sent twice.
+A stream that falls more than ``MAX_PENDING`` live events behind reads the rows again instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django_eventstream.utils import sse_encode_event
+
+from ..conf import jobs_settings
+from . import store
+from .payloads import channel_owner, sse_channels, text_for_channel
+from .signin import RECHECK_EVERY, SignIn
+from .store import StoredEvent
+
+logger = logging.getLogger("django_jobs.events")
+
+#: Live events queued per stream; past this, the stream re-reads the rows (it loses nothing).
+MAX_PENDING = 10
+#: Rows read per replay query.
+REPLAY_BATCH = 500
+#: An idle stream sends a ``keep-alive`` event this often (as django-eventstream does).
+KEEP_ALIVE = 20.0
+
+# A browser shows nothing until it has received some bytes: the first chunk is padded.
+OPENING = ":" + " " * 2048 + "\n\nevent: stream-open\ndata:\n\n"
+KEEP_ALIVE_EVENT = "event: keep-alive\ndata:\n\n"
+
+
+@dataclass(eq=False)
+class Listener:
+    """One open stream: its channel, its loop, and the live events queued for it."""
+
+    channel: str
+    loop: asyncio.AbstractEventLoop
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    pending: list[tuple[int, str, str]] = field(default_factory=list)
+    overflow: bool = False
+
+
+class Listeners:
+    """The streams of this process, by channel; delivery may come from any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_channel: dict[str, set[Listener]] = {}
+
+    def add(self, listener: Listener) -> None:
+        with self.lock:
+            self.by_channel.setdefault(listener.channel, set()).add(listener)
+
+    def remove(self, listener: Listener) -> None:
+        with self.lock:
+            members = self.by_channel.get(listener.channel)
+            if members is not None:
+                members.discard(listener)
+                if not members:
+                    del self.by_channel[listener.channel]
+
+    def deliver(self, rows: Iterable[StoredEvent]) -> None:
+        """Queue each row for the streams of its channels, as each channel's reader sees it."""
+        with self.lock:
+            for row in rows:
+                for channel in sse_channels(row.owner):
+                    members = self.by_channel.get(channel)
+                    if not members:
+                        continue
+                    text = text_for_channel(row.data, channel)
+                    for listener in members:
+                        if len(listener.pending) < MAX_PENDING:
+                            listener.pending.append((row.id, row.type, text))
+                        else:
+                            listener.overflow = True
+                        _wake(listener)
+
+    def catch_up_all(self) -> None:
+        """Have every stream re-read the rows after its last id (after a transport outage)."""
+        with self.lock:
+            for members in self.by_channel.values():
+                for listener in members:
+                    listener.overflow = True
+                    _wake(listener)
+
+
+def _wake(listener: Listener) -> None:
+    try:
+        listener.loop.call_soon_threadsafe(listener.wake.set)
+    except RuntimeError:  # its loop is closed: the stream is gone, its finally removes it
+        pass
+
+
+listeners = Listeners()
+
+
+def frame(channel: str, event_id: int, event_type: str, text: str) -> str:
+    """One event on the wire: ``event:`` its type, ``id:`` ``<channel>:<id>``, ``data:``."""
+    return sse_encode_event(event_type, text, event_id=f"{channel}:{event_id}")
+
+
+def session_ended_event() -> str:
+    """Sent before a stream closes because its user's sign-in ended (no ``id:``: a client
+    that signs in again resumes from its last real event)."""
+    return (
+        "event: stream-error\n"
+        'data: {"condition":"unauthorized","text":"The sign-in of this stream ended (signed '
+        'out, session expired or user deactivated). Sign in again, then reconnect."}\n\n'
+    )
+
+
+def current_id() -> int:
+    """The id up to which this process has delivered events live (see the module)."""
+    from .fanout import sse_uses_redis
+    from .relay import relay
+
+    delivered = None if sse_uses_redis() else relay.delivered()
+    return delivered if delivered is not None else store.latest_id(jobs_settings.DATABASE)
+
+
+@dataclass
+class Replay:
+    """What one read of the rows gives a stream."""
+
+    body: str
+    last_id: int
+    ids: set[int]
+    more: bool
+
+
+def replay(channel: str, last_id: int, upto: int) -> Replay:
+    """The channel's events with ``last_id < id <= upto`` (at most ``REPLAY_BATCH``), or a
+    ``stream-reset`` when ``last_id`` was pruned (what followed it may be gone too)."""
+    alias = jobs_settings.DATABASE
+    if last_id and not store.exists(alias, last_id):
+        oldest = store.oldest_id(alias)
+        if oldest is None or last_id < oldest:
+            reset = sse_encode_event(
+                "stream-reset",
+                {"channels": [channel]},
+                event_id=f"{channel}:{upto}",
+                json_encode=True,
+            )
+            return Replay(reset, upto, set(), more=False)
+    rows = store.after(alias, last_id, upto=upto, owner=channel_owner(channel), limit=REPLAY_BATCH)
+    body = "".join(
+        frame(channel, row.id, row.type, text_for_channel(row.data, channel)) for row in rows
+    )
+    last = rows[-1].id if rows else last_id
+    return Replay(body, last, {row.id for row in rows}, more=len(rows) == REPLAY_BATCH)
+
+
+def _read(channel: str, last_id: int | None) -> tuple[Replay, int]:
+    upto = current_id()
+    if last_id is None:  # a new client: only what comes next
+        return Replay("", upto, set(), more=False), upto
+    return replay(channel, last_id, upto), upto
+
+
+_read_async = database_sync_to_async(_read)
+_replay_async = database_sync_to_async(replay)
+_still_valid = database_sync_to_async(SignIn.still_valid)
+
+
+async def stream(channel: str, last_id: int | None, sign_in: SignIn) -> AsyncIterator[str]:
+    """The SSE body of one client of ``channel``, resuming after ``last_id`` when given."""
+    listener = Listener(channel, asyncio.get_running_loop())
+    listeners.add(listener)
+    try:
+        got, upto = await _read_async(channel, last_id)
+        yield OPENING + got.body
+        last, sent = got.last_id, got.ids
+        while got.more:
+            got = await _replay_async(channel, last, upto)
+            last, sent = got.last_id, sent | got.ids
+            yield got.body
+        next_check = time.monotonic() + RECHECK_EVERY
+        quiet_since = time.monotonic()
+        while True:
+            now = time.monotonic()
+            timeout = max(min(next_check, quiet_since + KEEP_ALIVE) - now, 0)
+            try:
+                await asyncio.wait_for(listener.wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            if time.monotonic() >= next_check:
+                try:
+                    valid = await _still_valid(sign_in)
+                except Exception:  # the database is away: ask again at the next check
+                    logger.warning("Cannot check an event stream's sign-in", exc_info=True)
+                    valid = True
+                if not valid:
+                    yield session_ended_event()
+                    return
+                next_check = time.monotonic() + RECHECK_EVERY
+            with listeners.lock:
+                pending, listener.pending = listener.pending, []
+                overflow, listener.overflow = listener.overflow, False
+                listener.wake.clear()
+            body = ""
+            for event_id, event_type, text in pending:
+                if event_id in sent:  # the read of the rows gave it already
+                    continue
+                body += frame(channel, event_id, event_type, text)
+                last = max(last, event_id)
+            if overflow:  # fell behind: what was dropped is in the rows
+                got, upto = await _read_async(channel, last)
+                body += got.body
+                last, sent = got.last_id, got.ids
+                while got.more:
+                    got = await _replay_async(channel, last, upto)
+                    body += got.body
+                    last, sent = got.last_id, sent | got.ids
+            if not body and time.monotonic() - quiet_since >= KEEP_ALIVE:
+                body = KEEP_ALIVE_EVENT
+            if body:
+                quiet_since = time.monotonic()
+                yield body
+    finally:
+        listeners.remove(listener)
