@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -115,6 +116,20 @@ def slow(ctx):
         time.sleep(0.02)
     _record(ctx, "slow-end")
     return {"slow": True}
+
+
+@job("test.exit", idempotency_key="payload", retry=Retry(attempts=2, delay=0, jitter=False))
+def exits(ctx):
+    """Calls ``sys.exit`` as a script (or a library) might: the attempt fails, the worker stays."""
+    _record(ctx, "exit")
+    sys.exit(3)
+
+
+@job("test.interrupt", idempotency_key="payload", retry=Retry(attempts=1))
+def interrupts(ctx):
+    """Raises ``KeyboardInterrupt``: it ends the executor thread that runs it."""
+    _record(ctx, "interrupt")
+    raise KeyboardInterrupt
 
 
 @job("test.fleet", idempotency_key="payload", engine="fleet")

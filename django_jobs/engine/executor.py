@@ -52,6 +52,11 @@ def describe_exception(exc: BaseException) -> str:
     message = str(exc)
     if len(message) > 500:
         message = message[:500] + "…"
+    if isinstance(exc, SystemExit):
+        message += (
+            " (the runner, or a library it called, called exit(): a runner fails by raising "
+            "an exception; the worker goes on)"
+        )
     frames = "".join(traceback.format_tb(exc.__traceback__))
     return f"{type(exc).__name__}: {message}\n\nTraceback (most recent call last):\n{frames}"
 
@@ -102,11 +107,29 @@ class Executor:
                     f"Job #{job.pk} ran past its timeout of {handle.timeout}; make it faster, "
                     "raise timeout= on @job, or check ctx.cancelled in long loops."
                 )
-        except BaseException as exc:  # every failure becomes an outcome
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                raise
+        except KeyboardInterrupt:
+            raise  # as in Django's Tasks: only an interrupt propagates (the worker copes)
+        except BaseException as exc:  # every other failure, SystemExit too, becomes an outcome
             return self._from_exception(job, handle, started, exc, live)
         return self._from_value(job, started, value, live)
+
+    def crashed(
+        self, job: Job, exc: BaseException | None, live: LiveState | None = None
+    ) -> Outcome:
+        """The outcome of a job whose executor thread died under it: a failed attempt.
+
+        Retries follow the kind's policy when the kind is still known; this never raises, so
+        the job cannot stay ``running`` because its outcome could not be made.
+        """
+        started = job.started_at or clock.now()
+        cause = exc if exc is not None else RuntimeError("the executor thread ended")
+        handle = get(job.kind)
+        try:
+            if handle is not None:
+                return self._from_exception(job, handle, started, cause, live or LiveState(job))
+        except Exception:
+            logger.exception("Classifying the crash of job %s failed", job.pk)
+        return self._stop(job, started, "failed", describe_exception(cause))
 
     def _call(self, handle: JobHandle, ctx: JobContext) -> Any:
         if not handle.is_async:

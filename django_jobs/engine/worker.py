@@ -25,10 +25,11 @@ from django.db import DatabaseError, connections
 from .. import clock
 from ..conf import jobs_settings
 from ..models import Job
+from ..printable import printable
 from ..store import Outcome, get_store
 from .context import LiveState
 from .events import STATE_EVENTS, publish
-from .executor import Executor
+from .executor import Executor, describe_exception
 from .limits import claim_within_limits
 
 logger = logging.getLogger("django_jobs.worker")
@@ -99,6 +100,9 @@ class Worker:
         self.avg_duration = 0.0
         self.processed = 0
         self.threads: list[threading.Thread] = []
+        # Per executor slot: the job its thread is running, and why the thread died (if it did).
+        self.held: list[Job | None] = []
+        self.deaths: dict[int, BaseException] = {}
         self.on_idle: Callable[[], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -134,10 +138,8 @@ class Worker:
             self._tick_schedules()
         keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
         keeper.start()
-        for n in range(self.concurrency):
-            thread = threading.Thread(target=self._execute_loop, name=f"jobs-exec-{n}", daemon=True)
-            thread.start()
-            self.threads.append(thread)
+        self.held = [None] * self.concurrency
+        self.threads = [self._start_executor(slot) for slot in range(self.concurrency)]
         listener = None
         if self.store.vendor == "postgresql":
             listener = threading.Thread(target=self._listen, name="jobs-listen", daemon=True)
@@ -167,6 +169,7 @@ class Worker:
             self.local.put(_STOP)
         for thread in self.threads:
             thread.join()
+        self._replace_dead_executors(replace=False)  # a thread that died while finishing
         self.outcomes.put(None)  # type: ignore[arg-type]
         keeper.join()
         connections.close_all()
@@ -186,6 +189,7 @@ class Worker:
         idle_checks = 0
         while not self.stopping.is_set():
             self.wake.clear()  # before reading the counts: a later change sets it again
+            self._replace_dead_executors()
             target = self._target()
             # Refill once the work still to run drops to the slots plus half the prefetch: a
             # whole batch at a time, not job by job, and the claim's round trip overlaps the
@@ -252,17 +256,60 @@ class Worker:
 
     # -- executing ----------------------------------------------------------------------------
 
-    def _execute_loop(self) -> None:
+    def _start_executor(self, slot: int) -> threading.Thread:
+        thread = threading.Thread(
+            target=self._execute_loop, args=(slot,), name=f"jobs-exec-{slot}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _execute_loop(self, slot: int) -> None:
         try:
             while True:
                 item = self.local.get()
                 if item is _STOP:
                     return
-                self._execute(item)
+                with self.running_lock:
+                    self.held[slot] = item
+                self._execute(item, slot)
+        except BaseException as exc:
+            # The runner raised KeyboardInterrupt, or the worker itself failed: this thread
+            # ends. The claim loop sees it, fails the job it held and starts another thread.
+            self.deaths[slot] = exc
+            self.wake.set()
         finally:
             connections.close_all()
 
-    def _execute(self, job: Job) -> None:
+    def _replace_dead_executors(self, *, replace: bool = True) -> None:
+        """Find executor threads that died, fail the job each held, and start new threads.
+
+        Without this a dead thread's job would stay ``running`` for good (the keeper renews
+        the leases of every job this worker holds) and ``--burst`` would never end.
+        """
+        for slot, thread in enumerate(self.threads):
+            if thread.is_alive() or (self.stopping.is_set() and slot not in self.deaths):
+                continue
+            exc = self.deaths.pop(slot, None)
+            with self.running_lock:
+                job, self.held[slot] = self.held[slot], None
+                entry = self.running.get(job.pk) if job is not None else None
+            where = f" while running job {job.pk} ({printable(job.kind)})" if job else ""
+            logger.error(
+                "Executor thread %s died%s: %s%s",
+                thread.name,
+                where,
+                printable(describe_exception(exc), keep_newlines=True) if exc else "no error",
+                "; replaced by a new thread." if replace else ".",
+            )
+            if job is not None:
+                outcome = self.executor.crashed(job, exc, entry[1] if entry else None)
+                with self.running_lock:
+                    self.outcomes.put(outcome)
+                    self.unfinished -= 1
+            if replace:
+                self.threads[slot] = self._start_executor(slot)
+
+    def _execute(self, job: Job, slot: int) -> None:
         live = LiveState(job)
         with self.running_lock:
             self.running[job.pk] = (job, live)
@@ -276,8 +323,9 @@ class Worker:
             self.avg_duration = (
                 0.8 * self.avg_duration + 0.2 * elapsed if self.avg_duration else elapsed
             )
-        self.outcomes.put(outcome)
-        with self.running_lock:
+        with self.running_lock:  # with ``held`` cleared, so a dying thread's job is failed once
+            self.outcomes.put(outcome)
+            self.held[slot] = None
             self.unfinished -= 1
             refill = self.unfinished <= self.refill_at
         if refill:
