@@ -25,6 +25,7 @@ from ..exceptions import (
     Uncertain,
     Unrecoverable,
 )
+from ..printable import printable
 from ..registry import JobHandle, ensure_json, get
 from ..store import Outcome
 from .context import JobContext, LiveState, Requeue
@@ -47,8 +48,12 @@ def cap_error(text: str) -> str:
     return text[:head] + marker + text[-(ERROR_CAP - head - len(marker)) :]
 
 
-def describe_exception(exc: BaseException) -> str:
-    """The exception's class and message (shortened), then the frames of its traceback."""
+def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
+    """The exception's class and message (shortened), then the frames of its traceback.
+
+    ``for_log``: control characters escaped (the message may carry a job's text), the
+    traceback's own line breaks kept, for the worker's log.
+    """
     message = str(exc)
     if len(message) > 500:
         message = message[:500] + "…"
@@ -58,6 +63,8 @@ def describe_exception(exc: BaseException) -> str:
             "an exception; the worker goes on)"
         )
     frames = "".join(traceback.format_tb(exc.__traceback__))
+    if for_log:
+        message, frames = printable(message), printable(frames, keep_newlines=True)
     return f"{type(exc).__name__}: {message}\n\nTraceback (most recent call last):\n{frames}"
 
 
@@ -209,8 +216,13 @@ class Executor:
 
                 run_at = now + parse_duration(exc.after, name="RetryLater after")
         else:
+            # Not exc_info: the message is the runner's text, escaped before it reaches a log.
             logger.info(
-                "Job %s (%s) attempt %s failed", job.pk, job.kind, job.attempts, exc_info=exc
+                "Job %s (%s) attempt %s failed: %s",
+                job.pk,
+                printable(job.kind),
+                job.attempts,
+                describe_exception(exc, for_log=True),
             )
             text = describe_exception(exc)
             run_at = None

@@ -298,7 +298,7 @@ class Worker:
                 "Executor thread %s died%s: %s%s",
                 thread.name,
                 where,
-                printable(describe_exception(exc), keep_newlines=True) if exc else "no error",
+                describe_exception(exc, for_log=True) if exc else "no error",
                 "; replaced by a new thread." if replace else ".",
             )
             if job is not None:
