@@ -48,13 +48,29 @@ def cap_error(text: str) -> str:
     return text[:head] + marker + text[-(ERROR_CAP - head - len(marker)) :]
 
 
+def hang_grace(timeout: timedelta) -> timedelta:
+    """How long past its timeout a sync runner may go on before the worker gives up on it.
+
+    A quarter of the timeout, between 1 second and 1 minute: time for a runner that checks
+    ``ctx.cancelled`` to see it and stop by itself.
+    """
+    return min(max(timeout / 4, timedelta(seconds=1)), timedelta(minutes=1))
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not lose the outcome
+        return f"<the {type(exc).__name__} could not be turned into text>"
+
+
 def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
     """The exception's class and message (shortened), then the frames of its traceback.
 
     ``for_log``: control characters escaped (the message may carry a job's text), the
     traceback's own line breaks kept, for the worker's log.
     """
-    message = str(exc)
+    message = _message(exc)
     if len(message) > 500:
         message = message[:500] + "…"
     if isinstance(exc, SystemExit):

@@ -18,18 +18,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections
 
 from .. import clock
 from ..conf import jobs_settings
+from ..exceptions import JobTimeout
 from ..models import Job
 from ..printable import printable
+from ..registry import get
 from ..store import Outcome, get_store
 from .context import LiveState
 from .events import STATE_EVENTS, publish
-from .executor import Executor, describe_exception
+from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 
 logger = logging.getLogger("django_jobs.worker")
@@ -103,6 +106,9 @@ class Worker:
         # Per executor slot: the job its thread is running, and why the thread died (if it did).
         self.held: list[Job | None] = []
         self.deaths: dict[int, BaseException] = {}
+        # Threads left to a runner that ran past its timeout and would not stop (see
+        # ``_abandon``): whatever they return later is dropped.
+        self.abandoned: set[threading.Thread] = set()
         self.on_idle: Callable[[], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -169,7 +175,7 @@ class Worker:
             self.local.put(_STOP)
         for thread in self.threads:
             thread.join()
-        self._replace_dead_executors(replace=False)  # a thread that died while finishing
+        self._supervise_executors(replace=False)  # a thread that died while finishing
         self.outcomes.put(None)  # type: ignore[arg-type]
         keeper.join()
         connections.close_all()
@@ -189,7 +195,7 @@ class Worker:
         idle_checks = 0
         while not self.stopping.is_set():
             self.wake.clear()  # before reading the counts: a later change sets it again
-            self._replace_dead_executors()
+            self._supervise_executors()
             target = self._target()
             # Refill once the work still to run drops to the slots plus half the prefetch: a
             # whole batch at a time, not job by job, and the claim's round trip overlaps the
@@ -264,6 +270,7 @@ class Worker:
         return thread
 
     def _execute_loop(self, slot: int) -> None:
+        me = threading.current_thread()
         try:
             while True:
                 item = self.local.get()
@@ -272,23 +279,32 @@ class Worker:
                 with self.running_lock:
                     self.held[slot] = item
                 self._execute(item, slot)
+                if me in self.abandoned:
+                    return  # its slot has a new thread
         except BaseException as exc:
             # The runner raised KeyboardInterrupt, or the worker itself failed: this thread
             # ends. The claim loop sees it, fails the job it held and starts another thread.
-            self.deaths[slot] = exc
-            self.wake.set()
+            if me not in self.abandoned:
+                self.deaths[slot] = exc
+                self.wake.set()
         finally:
+            self.abandoned.discard(me)
             connections.close_all()
 
-    def _replace_dead_executors(self, *, replace: bool = True) -> None:
-        """Find executor threads that died, fail the job each held, and start new threads.
+    def _supervise_executors(self, *, replace: bool = True) -> None:
+        """Replace executor threads that died or are stuck in a job past its timeout.
 
-        Without this a dead thread's job would stay ``running`` for good (the keeper renews
-        the leases of every job this worker holds) and ``--burst`` would never end.
+        A dead thread's job would otherwise stay ``running`` for good (the keeper renews the
+        leases of every job this worker holds), and ``--burst`` would never end.
         """
+        now = clock.now()
         for slot, thread in enumerate(self.threads):
-            if thread.is_alive() or (self.stopping.is_set() and slot not in self.deaths):
+            if thread.is_alive():
+                if replace:
+                    self._abandon_if_hung(slot, thread, now)
                 continue
+            if self.stopping.is_set() and slot not in self.deaths:
+                continue  # ended on _STOP
             exc = self.deaths.pop(slot, None)
             with self.running_lock:
                 job, self.held[slot] = self.held[slot], None
@@ -309,6 +325,47 @@ class Worker:
             if replace:
                 self.threads[slot] = self._start_executor(slot)
 
+    def _abandon_if_hung(self, slot: int, thread: threading.Thread, now: datetime) -> None:
+        """Fail the attempt of a job still running well past its timeout; free its slot.
+
+        Python cannot stop a thread: a sync runner that never checks ``ctx.cancelled`` (or
+        blocks in a call without a timeout) keeps its thread. The thread is left to it (what it
+        returns is dropped), the attempt fails with ``JobTimeout`` (retries follow the kind's
+        policy) and a new thread takes the slot, so the other jobs keep flowing.
+        """
+        with self.running_lock:
+            job = self.held[slot]
+            entry = self.running.get(job.pk) if job is not None else None
+        if job is None or entry is None or entry[1].deadline is None:
+            return
+        handle = get(job.kind)
+        if handle is None or handle.timeout is None:
+            return
+        if now < entry[1].deadline + hang_grace(handle.timeout):
+            return
+        error = JobTimeout(
+            f"Job #{job.pk} ran past its timeout of {handle.timeout} and did not stop; its "
+            "thread was abandoned. Check ctx.cancelled in long loops and give blocking calls "
+            "timeouts of their own."
+        )
+        outcome = self.executor.crashed(job, error, entry[1])
+        with self.running_lock:
+            if self.held[slot] is not job:
+                return  # it ended meanwhile: its own outcome stands
+            self.abandoned.add(thread)
+            self.held[slot] = None
+            self.outcomes.put(outcome)
+            self.unfinished -= 1
+        logger.error(
+            "Job %s (%s) ran past its timeout of %s and does not stop: thread %s is abandoned "
+            "to it and replaced.",
+            job.pk,
+            printable(job.kind),
+            handle.timeout,
+            thread.name,
+        )
+        self.threads[slot] = self._start_executor(slot)
+
     def _execute(self, job: Job, slot: int) -> None:
         live = LiveState(job)
         with self.running_lock:
@@ -324,6 +381,8 @@ class Worker:
                 0.8 * self.avg_duration + 0.2 * elapsed if self.avg_duration else elapsed
             )
         with self.running_lock:  # with ``held`` cleared, so a dying thread's job is failed once
+            if threading.current_thread() in self.abandoned:
+                return  # the attempt was already failed for running past its timeout
             self.outcomes.put(outcome)
             self.held[slot] = None
             self.unfinished -= 1
