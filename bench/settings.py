@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import os
+
+from django.core.management.utils import get_random_secret_key
+
 from testproject.settings import *  # noqa: F403
 from testproject.settings import INSTALLED_APPS
 
@@ -12,3 +16,6 @@ INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
 
 # As in production: no query log on every cursor (DEBUG keeps each SQL string in memory).
 DEBUG = False
+# With DEBUG off, django_jobs.E010 refuses the test project's public key. The benchmark signs
+# nothing that outlives a process, so each process may have its own.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or get_random_secret_key()

@@ -43,6 +43,7 @@ _EXPORTS = {
     "InvalidSchedule": "django_jobs.exceptions",
     "Cancelled": "django_jobs.exceptions",
     "NotRetryable": "django_jobs.exceptions",
+    "RetryNotAllowed": "django_jobs.exceptions",
     "NotCancellable": "django_jobs.exceptions",
     "JobNotFound": "django_jobs.exceptions",
     "RetryLater": "django_jobs.exceptions",

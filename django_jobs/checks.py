@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import connections
 from django.utils.module_loading import import_string
 
@@ -168,3 +168,48 @@ def _check_caps(caps: Any) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+# Public SECRET_KEY values: this project's demo/test key (in its repository), and Django's
+# ``startproject`` placeholder prefix. Anyone who knows the key can forge session cookies (and
+# so sign in as an operator) and every other signature.
+KNOWN_INSECURE_SECRET_KEYS = frozenset({"django-jobs-demo-not-secret"})
+INSECURE_SECRET_KEY_PREFIX = "django-insecure-"
+
+
+def _is_known_insecure(key: Any) -> bool:
+    if isinstance(key, bytes):
+        key = key.decode("utf-8", "replace")
+    return isinstance(key, str) and (
+        key in KNOWN_INSECURE_SECRET_KEYS or key.startswith(INSECURE_SECRET_KEY_PREFIX)
+    )
+
+
+@register(Tags.security)
+def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A known, public ``SECRET_KEY`` with ``DEBUG`` off is an error, not a deploy warning.
+
+    Job owners and operators are told apart by the session, which the key signs: with a public
+    key, anyone can make themselves an operator. Django's own ``security.W009`` only warns, and
+    only under ``check --deploy``. With ``DEBUG`` on (local work, the demo) it is allowed.
+    """
+    if settings.DEBUG:
+        return []
+    names = []
+    if _is_known_insecure(getattr(settings, "SECRET_KEY", None)):
+        names.append("SECRET_KEY")
+    if any(_is_known_insecure(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", None) or []):
+        names.append("SECRET_KEY_FALLBACKS")
+    if not names:
+        return []
+    return [
+        Error(
+            f"{' and '.join(names)} holds a publicly known key (the django_jobs demo's, or one "
+            f"starting with {INSECURE_SECRET_KEY_PREFIX!r} from startproject) while DEBUG is off: "
+            "anyone could sign session cookies and act as an operator.",
+            hint="Set a new, secret SECRET_KEY (e.g. from the environment; make one with "
+            "django.core.management.utils.get_random_secret_key()) and drop the public one "
+            "from SECRET_KEY_FALLBACKS; or turn DEBUG on for local use.",
+            id="django_jobs.E010",
+        )
+    ]

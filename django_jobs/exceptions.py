@@ -113,6 +113,12 @@ class NotRetryable(JobsError):
     code = "NOT_RETRYABLE"
 
 
+class RetryNotAllowed(JobsError, PermissionError):
+    """retry() by a user who may not retry this job, or not from a step."""
+
+    code = "RETRY_NOT_ALLOWED"
+
+
 class JobNotFound(JobsError, LookupError):
     """No job has this id."""
 

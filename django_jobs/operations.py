@@ -10,7 +10,14 @@ from django.db import IntegrityError, transaction
 from . import clock
 from .conf import jobs_settings
 from .engine.events import publish_after_commit
-from .exceptions import JobDuplicate, JobNotFound, NotCancellable, NotRetryable, UnknownEngine
+from .exceptions import (
+    JobDuplicate,
+    JobNotFound,
+    NotCancellable,
+    NotRetryable,
+    RetryNotAllowed,
+    UnknownEngine,
+)
 from .models import Job, JobStep
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
@@ -47,12 +54,28 @@ def cancel(job_id: int) -> dict[str, Any]:
     return job_json(job)
 
 
-def retry(job_id: int, from_step: str | None = None) -> dict[str, Any]:
-    """Queue a failed, blocked or cancelled job again with a fresh set of attempts."""
+def check_retry(user: Any, job: Job, from_step: str | None = None) -> None:
+    """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``)."""
+    from .permissions_util import retry_refusal
+
+    refusal = retry_refusal(user, job.owner_id, get(job.kind), from_step=from_step)
+    if refusal is not None:
+        raise RetryNotAllowed(refusal)
+
+
+def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[str, Any]:
+    """Queue a failed, blocked or cancelled job again with a fresh set of attempts.
+
+    ``by``: the user asking (the API and the admin pass theirs); the retry rule of
+    ``permissions_util.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
+    the trusted caller: Python code and ``manage.py jobs``, which run as the deployment.
+    """
     alias = jobs_settings.DATABASE
     try:
         with transaction.atomic(using=alias):
             job = _locked(job_id)
+            if by is not None:
+                check_retry(by, job, from_step)
             if job.state not in RETRYABLE_STATES:
                 hint = (
                     " Resolve its unknown step first (`manage.py jobs resolve`)."

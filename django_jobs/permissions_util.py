@@ -42,10 +42,35 @@ def can_schedule(user: Any, handle: JobHandle | None) -> bool:
     return (handle.member_safe and handle.schedulable) or is_operator(user)
 
 
-def can_retry(user: Any, owner_id: Any, handle: JobHandle | None) -> bool:
-    """Operators retry any job; an owner retries their own job of a member-safe kind."""
+FROM_STEP_OPERATORS_ONLY = (
+    "Only operators may retry from a step: from_step runs completed steps again, and their "
+    "effects cannot be undone. Retry without from_step (completed steps are replayed from "
+    "storage, not run again), or ask an operator."
+)
+RETRY_OPERATORS_ONLY = "Only operators may retry jobs of this kind."
+
+
+def retry_refusal(
+    user: Any, owner_id: Any, handle: JobHandle | None, *, from_step: str | None = None
+) -> str | None:
+    """Why ``user`` may not retry this job (``None``: they may). The one retry rule.
+
+    Operators retry any job, from any step. An owner retries their own job of a member-safe
+    kind, plainly: ``from_step`` re-runs completed steps, whose effects the owner cannot undo.
+    """
     if is_operator(user):
-        return True
+        return None
     if handle is None or not handle.member_safe:
-        return False
-    return owner_id is not None and owner_id == getattr(user, "pk", None)
+        return RETRY_OPERATORS_ONLY
+    if owner_id is None or owner_id != getattr(user, "pk", None):
+        return RETRY_OPERATORS_ONLY
+    if from_step is not None:
+        return FROM_STEP_OPERATORS_ONLY
+    return None
+
+
+def can_retry(
+    user: Any, owner_id: Any, handle: JobHandle | None, *, from_step: str | None = None
+) -> bool:
+    """May ``user`` retry this job (from ``from_step``)? See ``retry_refusal``."""
+    return retry_refusal(user, owner_id, handle, from_step=from_step) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -121,6 +122,20 @@ def slow(ctx):
     return {"slow": True}
 
 
+@job("test.exit", idempotency_key="payload", retry=Retry(attempts=2, delay=0, jitter=False))
+def exits(ctx):
+    """Calls ``sys.exit`` as a script (or a library) might: the attempt fails, the worker stays."""
+    _record(ctx, "exit")
+    sys.exit(3)
+
+
+@job("test.interrupt", idempotency_key="payload", retry=Retry(attempts=1))
+def interrupts(ctx):
+    """Raises ``KeyboardInterrupt``: it ends the executor thread that runs it."""
+    _record(ctx, "interrupt")
+    raise KeyboardInterrupt
+
+
 @job("test.fleet", idempotency_key="payload", engine="fleet")
 def fleet(ctx):
     _record(ctx, "fleet")
@@ -223,3 +238,49 @@ def count_to_100(ctx):
         time.sleep(pause)
     ctx.log("counted to 100")
     return {"counted": 100}
+
+
+# --- kinds used by the runner-fault tests (tests/faults, docs/reliability.md) -----------------
+
+
+@job("faults.hang", idempotency_key="payload", timeout="1s", retry=Retry(attempts=1))
+def hangs(ctx):
+    """Ignores its 1 s timeout (never checks ``ctx.cancelled``) until the file ``until`` exists."""
+    _record(ctx, "hang-start")
+    _wait_for_file(ctx.payload["until"], seconds=120)
+    _record(ctx, "hang-end")
+    return {"late": True}
+
+
+@job("faults.hog", idempotency_key="payload", retry=Retry(attempts=1))
+def hogs(ctx):
+    """Allocates 16 MB at a time until ``MemoryError`` (or ``max_mb``, a safety bound)."""
+    _record(ctx, "hog")
+    chunks = []
+    for _ in range(int(ctx.payload.get("max_mb", 1024)) // 16):
+        chunks.append(bytearray(16 * 1024 * 1024))
+    return {"allocated_mb": 16 * len(chunks)}
+
+
+@job("faults.exit_process", idempotency_key="payload", retry=Retry(attempts=1))
+def exits_process(ctx):
+    """Ends the whole worker process at once, as a crash or a C extension's abort would."""
+    _record(ctx, "exit-process")
+    os._exit(int(ctx.payload.get("code", 7)))
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception cannot be printed")
+
+
+@job("faults.raise_in_except", idempotency_key="payload", retry=Retry(attempts=1))
+def raises_in_except(ctx):
+    """Raises while handling another exception; with ``unprintable``, one whose str() fails."""
+    _record(ctx, "raise-in-except")
+    try:
+        raise KeyError("the first error")
+    except KeyError:
+        if ctx.payload.get("unprintable"):
+            raise _Unprintable() from None
+        raise ValueError("raised while handling the first error") from None

@@ -11,8 +11,38 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-jobs-demo-not-secret")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+
+
+def local_secret_key(path: Path) -> str:
+    """This checkout's own secret key: made once, kept in ``path`` (readable by its owner only).
+
+    Every process of the project (web server, workers) reads the same file, so sessions survive
+    a restart and work across processes.
+    """
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        from django.core.management.utils import get_random_secret_key
+
+        key = get_random_secret_key()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first: use theirs
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as file:
+            file.write(key + "\n")
+        return key
+
+
+# DJANGO_SECRET_KEY wins. Otherwise, with DEBUG on (the demo, the tests) a fixed key that is
+# public, so known to be insecure; with DEBUG off, where django_jobs.E010 refuses that key, a
+# key of this checkout's own (DJANGO_SECRET_KEY_FILE, default .secret_key beside manage.py).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
+    "django-jobs-demo-not-secret"
+    if DEBUG
+    else local_secret_key(Path(os.environ.get("DJANGO_SECRET_KEY_FILE", BASE_DIR / ".secret_key")))
+)
 ALLOWED_HOSTS = ["*"]
 
 INSTALLED_APPS = [

@@ -28,6 +28,12 @@ def explode(message: str) -> None:
     raise LookupError(message)
 
 
+@task
+def exits(code: int) -> None:
+    """Calls ``sys.exit``: Django's Tasks report it as a failure, like any exception."""
+    raise SystemExit(code)
+
+
 @task(takes_context=True)
 def introspect(context: TaskContext, tag: str) -> dict[str, Any]:
     """Return what the task sees of itself through its context."""

@@ -356,7 +356,7 @@ class JobAdmin(admin.ModelAdmin):
     def retry_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         def act(job: Job) -> str:
             from_step = request.POST.get("from_step") or None
-            operations.retry(job.pk, from_step=from_step)
+            operations.retry(job.pk, from_step=from_step, by=request.user)
             again = f" from step {from_step!r}" if from_step else ""
             return f"Job #{job.pk} was retried{again}: it is queued again."
 

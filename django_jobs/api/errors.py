@@ -60,6 +60,13 @@ class OperatorOnlyFieldError(APIError):
     message = "Only operators may set priority or queue. Leave them out to use the kind's own."
 
 
+class RetryNotAllowedError(APIError):
+    """A retry the caller may not make: from a step, for anyone but an operator."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "RETRY_NOT_ALLOWED"
+
+
 class NotFoundError(APIError):
     status_code = status.HTTP_404_NOT_FOUND
     code = "NOT_FOUND"

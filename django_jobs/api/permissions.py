@@ -11,7 +11,7 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from ..permissions_util import can_retry, is_operator
+from ..permissions_util import RETRY_OPERATORS_ONLY, can_retry, is_operator
 from ..registry import get
 
 
@@ -44,9 +44,13 @@ class IsOperator(BasePermission):
 
 
 class CanRetryJob(BasePermission):
-    """Operators retry any job they see; owners retry their own jobs of member-safe kinds."""
+    """Operators retry any job they see; owners retry their own jobs of member-safe kinds.
 
-    message = "Only operators may retry jobs of this kind."
+    Only operators retry from a step: the view checks ``from_step`` once it has read the body
+    (``operations.check_retry``, the same rule).
+    """
+
+    message = RETRY_OPERATORS_ONLY
 
     def has_permission(self, request: Any, view: Any) -> bool:
         return True

@@ -37,6 +37,7 @@ from ..exceptions import (
     JobNotFound,
     NotCancellable,
     NotRetryable,
+    RetryNotAllowed,
 )
 from ..models import Job, Schedule
 from ..permissions_util import can_schedule, can_submit, is_operator
@@ -50,6 +51,7 @@ from .errors import (
     KindNotAllowedError,
     NotFoundError,
     OperatorOnlyFieldError,
+    RetryNotAllowedError,
     TooLargeError,
     exception_handler,
 )
@@ -356,7 +358,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         summary="Retry a job",
         description=(
             "Queue a failed, blocked or cancelled job again with a fresh set of attempts. "
-            "`from_step` forgets that step and the ones after it. Operators retry any job; "
+            "`from_step` forgets that step and the ones after it, so they run again: "
+            "operators only (403 RETRY_NOT_ALLOWED otherwise). Operators retry any job; "
             "owners retry their own jobs of member-safe kinds. An unknown job is resolved "
             "first, never retried blindly (409)."
         ),
@@ -369,6 +372,10 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         body = RetrySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         from_step = body.validated_data.get("from_step")
+        try:  # refused before the step is looked up: a member learns nothing from a refusal
+            operations.check_retry(request.user, job, from_step)
+        except RetryNotAllowed as exc:
+            raise RetryNotAllowedError(exc.message) from None
         if (
             from_step is not None
             and job.state in RETRYABLE_STATES
@@ -382,8 +389,12 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             )
         try:
             return Response(
-                _as_seen_by(request.user, operations.retry(job.pk, from_step=from_step))
+                _as_seen_by(
+                    request.user, operations.retry(job.pk, from_step=from_step, by=request.user)
+                )
             )
+        except RetryNotAllowed as exc:
+            raise RetryNotAllowedError(exc.message) from None
         except (NotRetryable, JobDuplicate) as exc:
             raise ConflictError(exc.message, code=exc.code) from None
         except JobNotFound as exc:

@@ -32,6 +32,7 @@ from ..exceptions import (
 )
 from ..models import Job, Schedule
 from ..operations import wake_waiting
+from ..printable import printable_json
 from ..registry import lookup
 from ..retention import DEFAULT_BATCH_SIZE, PruneResult
 from ..serialize import job_json
@@ -80,8 +81,12 @@ def exit_code(error: JobsError) -> int:
 
 
 def json_text(data: Any) -> str:
-    """The JSON document ``--json`` prints for ``data`` (the MCP tools return the same)."""
-    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    """The JSON document ``--json`` prints for ``data`` (the MCP tools return the same).
+
+    JSON escapes C0 controls in strings; ``printable_json`` escapes the rest (DEL, C1, bidi
+    controls, lone surrogates), so a terminal shows job text without obeying it.
+    """
+    return printable_json(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def parse_json(text: str | None, *, option: str) -> Any:

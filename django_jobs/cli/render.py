@@ -1,4 +1,9 @@
-"""The human tables and pages of ``manage.py jobs``, from the JSON shapes the commands print."""
+"""The human tables and pages of ``manage.py jobs``, from the JSON shapes the commands print.
+
+Every value that comes from a job, a step, a log line, a schedule or a kind goes through
+``printable``: its control characters are printed escaped (``\\x1b``), so no stored text can
+move the cursor, recolour or rewrite the screen. The only raw newlines are the layout's.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,15 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..printable import printable
 from ..types import JobState
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A plain text table: left-aligned columns two spaces apart, one header line."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(h) for h in headers]] + [
+        ["" if c is None else printable(c) for c in r] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
@@ -93,7 +101,7 @@ def render_job(detail: dict[str, Any], now: datetime) -> str:
         fields.append(("error", _first_line(detail["error"], 200)))
     width = max(len(name) for name, _ in fields)
     out = [f"Job #{detail['id']}"]
-    out += [f"  {name.ljust(width)}  {value}" for name, value in fields]
+    out += [f"  {name.ljust(width)}  {printable(value)}" for name, value in fields]
     out += ["", "payload: " + _json_line(detail.get("payload"))]
     out += ["result:  " + _json_line(detail.get("result"))]
     out += ["", "Steps:"]
@@ -116,9 +124,10 @@ def render_job(detail: dict[str, Any], now: datetime) -> str:
     else:
         out.append("  (none)")
     out += ["", f"Log (last {len(detail['log'])} lines):" if detail["log"] else "Log: (empty)"]
-    out += [f"  {line}" for line in detail["log"]]
+    out += [f"  {printable(line)}" for line in detail["log"]]
     if detail.get("error") and "\n" in detail["error"]:
-        out += ["", "Error:", *("  " + line for line in detail["error"].splitlines())]
+        lines = detail["error"].rstrip("\n").split("\n")
+        out += ["", "Error:", *("  " + printable(line) for line in lines)]
     return "\n".join(out)
 
 
@@ -230,7 +239,7 @@ def _dash(value: Any) -> str:
 
 
 def _json_line(value: Any, width: int = 200) -> str:
-    text = json.dumps(value, separators=(", ", ": "), default=str)
+    text = printable(json.dumps(value, separators=(", ", ": "), default=str))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

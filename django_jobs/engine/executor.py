@@ -25,6 +25,7 @@ from ..exceptions import (
     Uncertain,
     Unrecoverable,
 )
+from ..printable import printable
 from ..registry import JobHandle, ensure_json, get
 from ..store import Outcome
 from .context import JobContext, LiveState, Requeue
@@ -47,12 +48,39 @@ def cap_error(text: str) -> str:
     return text[:head] + marker + text[-(ERROR_CAP - head - len(marker)) :]
 
 
-def describe_exception(exc: BaseException) -> str:
-    """The exception's class and message (shortened), then the frames of its traceback."""
-    message = str(exc)
+def hang_grace(timeout: timedelta) -> timedelta:
+    """How long past its timeout a sync runner may go on before the worker gives up on it.
+
+    A quarter of the timeout, between 1 second and 1 minute: time for a runner that checks
+    ``ctx.cancelled`` to see it and stop by itself.
+    """
+    return min(max(timeout / 4, timedelta(seconds=1)), timedelta(minutes=1))
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not lose the outcome
+        return f"<the {type(exc).__name__} could not be turned into text>"
+
+
+def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
+    """The exception's class and message (shortened), then the frames of its traceback.
+
+    ``for_log``: control characters escaped (the message may carry a job's text), the
+    traceback's own line breaks kept, for the worker's log.
+    """
+    message = _message(exc)
     if len(message) > 500:
         message = message[:500] + "…"
+    if isinstance(exc, SystemExit):
+        message += (
+            " (the runner, or a library it called, called exit(): a runner fails by raising "
+            "an exception; the worker goes on)"
+        )
     frames = "".join(traceback.format_tb(exc.__traceback__))
+    if for_log:
+        message, frames = printable(message), printable(frames, keep_newlines=True)
     return f"{type(exc).__name__}: {message}\n\nTraceback (most recent call last):\n{frames}"
 
 
@@ -102,11 +130,29 @@ class Executor:
                     f"Job #{job.pk} ran past its timeout of {handle.timeout}; make it faster, "
                     "raise timeout= on @job, or check ctx.cancelled in long loops."
                 )
-        except BaseException as exc:  # every failure becomes an outcome
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                raise
+        except KeyboardInterrupt:
+            raise  # as in Django's Tasks: only an interrupt propagates (the worker copes)
+        except BaseException as exc:  # every other failure, SystemExit too, becomes an outcome
             return self._from_exception(job, handle, started, exc, live)
         return self._from_value(job, started, value, live)
+
+    def crashed(
+        self, job: Job, exc: BaseException | None, live: LiveState | None = None
+    ) -> Outcome:
+        """The outcome of a job whose executor thread died under it: a failed attempt.
+
+        Retries follow the kind's policy when the kind is still known; this never raises, so
+        the job cannot stay ``running`` because its outcome could not be made.
+        """
+        started = job.started_at or clock.now()
+        cause = exc if exc is not None else RuntimeError("the executor thread ended")
+        handle = get(job.kind)
+        try:
+            if handle is not None:
+                return self._from_exception(job, handle, started, cause, live or LiveState(job))
+        except Exception:
+            logger.exception("Classifying the crash of job %s failed", job.pk)
+        return self._stop(job, started, "failed", describe_exception(cause))
 
     def _call(self, handle: JobHandle, ctx: JobContext) -> Any:
         if not handle.is_async:
@@ -186,8 +232,13 @@ class Executor:
 
                 run_at = now + parse_duration(exc.after, name="RetryLater after")
         else:
+            # Not exc_info: the message is the runner's text, escaped before it reaches a log.
             logger.info(
-                "Job %s (%s) attempt %s failed", job.pk, job.kind, job.attempts, exc_info=exc
+                "Job %s (%s) attempt %s failed: %s",
+                job.pk,
+                printable(job.kind),
+                job.attempts,
+                describe_exception(exc, for_log=True),
             )
             text = describe_exception(exc)
             run_at = None

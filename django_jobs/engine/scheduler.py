@@ -18,6 +18,7 @@ from django.db import transaction
 from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import Schedule
+from ..printable import printable
 from ..registry import get
 from ..store import get_store
 from .cron import due_occurrences, next_runs
@@ -116,7 +117,7 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
             catch_up=row.catch_up,
         )
     except JobsError as exc:
-        logger.error("Schedule %r is invalid and was skipped: %s", row.name, exc)
+        logger.error("Schedule %r is invalid and was skipped: %s", row.name, printable(exc))
         due = []
     handle = get(row.kind)
     jobs: list[Job] = []
@@ -145,7 +146,7 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
                 "Schedule %r could not enqueue its %s occurrence: %s",
                 row.name,
                 occurrence.isoformat(),
-                exc,
+                printable(exc),
             )
     row.checked_until = now
     if jobs:

@@ -18,17 +18,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections
 
 from .. import clock
 from ..conf import jobs_settings
+from ..exceptions import JobTimeout
 from ..models import Job
+from ..printable import printable
+from ..registry import get
 from ..store import Outcome, get_store
 from .context import LiveState
 from .events import STATE_EVENTS, publish
-from .executor import Executor
+from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 
 logger = logging.getLogger("django_jobs.worker")
@@ -99,6 +103,12 @@ class Worker:
         self.avg_duration = 0.0
         self.processed = 0
         self.threads: list[threading.Thread] = []
+        # Per executor slot: the job its thread is running, and why the thread died (if it did).
+        self.held: list[Job | None] = []
+        self.deaths: dict[int, BaseException] = {}
+        # Threads left to a runner that ran past its timeout and would not stop (see
+        # ``_abandon``): whatever they return later is dropped.
+        self.abandoned: set[threading.Thread] = set()
         self.on_idle: Callable[[], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -134,10 +144,8 @@ class Worker:
             self._tick_schedules()
         keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
         keeper.start()
-        for n in range(self.concurrency):
-            thread = threading.Thread(target=self._execute_loop, name=f"jobs-exec-{n}", daemon=True)
-            thread.start()
-            self.threads.append(thread)
+        self.held = [None] * self.concurrency
+        self.threads = [self._start_executor(slot) for slot in range(self.concurrency)]
         listener = None
         if self.store.vendor == "postgresql":
             listener = threading.Thread(target=self._listen, name="jobs-listen", daemon=True)
@@ -167,6 +175,7 @@ class Worker:
             self.local.put(_STOP)
         for thread in self.threads:
             thread.join()
+        self._supervise_executors(replace=False)  # a thread that died while finishing
         self.outcomes.put(None)  # type: ignore[arg-type]
         keeper.join()
         connections.close_all()
@@ -186,6 +195,7 @@ class Worker:
         idle_checks = 0
         while not self.stopping.is_set():
             self.wake.clear()  # before reading the counts: a later change sets it again
+            self._supervise_executors()
             target = self._target()
             # Refill once the work still to run drops to the slots plus half the prefetch: a
             # whole batch at a time, not job by job, and the claim's round trip overlaps the
@@ -252,17 +262,111 @@ class Worker:
 
     # -- executing ----------------------------------------------------------------------------
 
-    def _execute_loop(self) -> None:
+    def _start_executor(self, slot: int) -> threading.Thread:
+        thread = threading.Thread(
+            target=self._execute_loop, args=(slot,), name=f"jobs-exec-{slot}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _execute_loop(self, slot: int) -> None:
+        me = threading.current_thread()
         try:
             while True:
                 item = self.local.get()
                 if item is _STOP:
                     return
-                self._execute(item)
+                with self.running_lock:
+                    self.held[slot] = item
+                self._execute(item, slot)
+                if me in self.abandoned:
+                    return  # its slot has a new thread
+        except BaseException as exc:
+            # The runner raised KeyboardInterrupt, or the worker itself failed: this thread
+            # ends. The claim loop sees it, fails the job it held and starts another thread.
+            if me not in self.abandoned:
+                self.deaths[slot] = exc
+                self.wake.set()
         finally:
+            self.abandoned.discard(me)
             connections.close_all()
 
-    def _execute(self, job: Job) -> None:
+    def _supervise_executors(self, *, replace: bool = True) -> None:
+        """Replace executor threads that died or are stuck in a job past its timeout.
+
+        A dead thread's job would otherwise stay ``running`` for good (the keeper renews the
+        leases of every job this worker holds), and ``--burst`` would never end.
+        """
+        now = clock.now()
+        for slot, thread in enumerate(self.threads):
+            if thread.is_alive():
+                if replace:
+                    self._abandon_if_hung(slot, thread, now)
+                continue
+            if self.stopping.is_set() and slot not in self.deaths:
+                continue  # ended on _STOP
+            exc = self.deaths.pop(slot, None)
+            with self.running_lock:
+                job, self.held[slot] = self.held[slot], None
+                entry = self.running.get(job.pk) if job is not None else None
+            where = f" while running job {job.pk} ({printable(job.kind)})" if job else ""
+            logger.error(
+                "Executor thread %s died%s: %s%s",
+                thread.name,
+                where,
+                describe_exception(exc, for_log=True) if exc else "no error",
+                "; replaced by a new thread." if replace else ".",
+            )
+            if job is not None:
+                outcome = self.executor.crashed(job, exc, entry[1] if entry else None)
+                with self.running_lock:
+                    self.outcomes.put(outcome)
+                    self.unfinished -= 1
+            if replace:
+                self.threads[slot] = self._start_executor(slot)
+
+    def _abandon_if_hung(self, slot: int, thread: threading.Thread, now: datetime) -> None:
+        """Fail the attempt of a job still running well past its timeout; free its slot.
+
+        Python cannot stop a thread: a sync runner that never checks ``ctx.cancelled`` (or
+        blocks in a call without a timeout) keeps its thread. The thread is left to it (what it
+        returns is dropped), the attempt fails with ``JobTimeout`` (retries follow the kind's
+        policy) and a new thread takes the slot, so the other jobs keep flowing.
+        """
+        with self.running_lock:
+            job = self.held[slot]
+            entry = self.running.get(job.pk) if job is not None else None
+        if job is None or entry is None or entry[1].deadline is None:
+            return
+        handle = get(job.kind)
+        if handle is None or handle.timeout is None:
+            return
+        if now < entry[1].deadline + hang_grace(handle.timeout):
+            return
+        error = JobTimeout(
+            f"Job #{job.pk} ran past its timeout of {handle.timeout} and did not stop; its "
+            "thread was abandoned. Check ctx.cancelled in long loops and give blocking calls "
+            "timeouts of their own."
+        )
+        outcome = self.executor.crashed(job, error, entry[1])
+        with self.running_lock:
+            if self.held[slot] is not job:
+                return  # it ended meanwhile: its own outcome stands
+            self.abandoned.add(thread)
+            self.held[slot] = None
+            self.outcomes.put(outcome)
+            self.unfinished -= 1
+        logger.error(
+            "Job %s (%s) ran past its timeout of %s and does not stop: thread %s is abandoned "
+            "to it and replaced.",
+            job.pk,
+            printable(job.kind),
+            handle.timeout,
+            thread.name,
+        )
+        self.threads[slot] = self._start_executor(slot)
+
+    def _execute(self, job: Job, slot: int) -> None:
         live = LiveState(job)
         with self.running_lock:
             self.running[job.pk] = (job, live)
@@ -276,8 +380,11 @@ class Worker:
             self.avg_duration = (
                 0.8 * self.avg_duration + 0.2 * elapsed if self.avg_duration else elapsed
             )
-        self.outcomes.put(outcome)
-        with self.running_lock:
+        with self.running_lock:  # with ``held`` cleared, so a dying thread's job is failed once
+            if threading.current_thread() in self.abandoned:
+                return  # the attempt was already failed for running past its timeout
+            self.outcomes.put(outcome)
+            self.held[slot] = None
             self.unfinished -= 1
             refill = self.unfinished <= self.refill_at
         if refill:

@@ -95,9 +95,9 @@ def execute(backend: JobsBackend, ctx: JobContext) -> Any:
             raw = task.call(*result.args, **result.kwargs)
         value = normalize_json(raw)
         json.dumps(value, allow_nan=False)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:
+    except KeyboardInterrupt:
+        raise  # as Django's own backends do: only an interrupt propagates
+    except BaseException as exc:  # SystemExit too: the task failed, the worker goes on
         now = clock.now()
         record = error_record(exc, now)
         history.record(job, alias, f"{ERROR}{job.attempts}", record)

@@ -38,7 +38,7 @@ from django_jobs.tasks.compat import (
 )
 from django_jobs.testing import run_until_idle
 from testproject.jobs import record
-from testproject.tasks import add, explode, flaky, greet, introspect, not_json
+from testproject.tasks import add, exits, explode, flaky, greet, introspect, not_json
 
 try:
     from django.tasks.exceptions import TaskResultMismatch
@@ -391,6 +391,21 @@ def test_arguments_and_return_values_must_be_json():
     failed = not_json.get_result(result.id)
     assert failed.status == TaskResultStatus.FAILED
     assert failed.errors[0].exception_class is TypeError
+
+
+@pytest.mark.django_db
+def test_task_raising_system_exit_fails_like_any_exception():
+    # As Django's own backends do: only KeyboardInterrupt propagates.
+    with listening(task_finished) as seen:
+        result = exits.enqueue(4)
+        assert [j.state for j in run_until_idle()] == ["failed"]
+    failed = exits.get_result(result.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class is SystemExit
+    assert "SystemExit" in failed.errors[0].traceback
+    assert [(name, data["status"]) for name, data in seen] == [
+        ("finished", TaskResultStatus.FAILED)
+    ]
 
 
 @pytest.mark.django_db

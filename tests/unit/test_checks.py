@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from django.core import checks
 from django.test import override_settings
 
 from django_jobs.checks import check_jobs_settings
+from tests.conftest import ROOT
 
 
 def ids(**jobs):
@@ -39,3 +46,78 @@ def test_messages_say_what_to_do():
     with override_settings(JOBS={"DATABASE": "missing"}):
         [error] = check_jobs_settings()
     assert "DATABASES" in error.msg and error.hint
+
+
+# --- a known, public SECRET_KEY with DEBUG off ---------------------------------------------
+
+DEMO_KEY = "django-jobs-demo-not-secret"  # testproject/settings.py, public in this repository
+STARTPROJECT_KEY = "django-insecure-4^k2@x9#(m3z!q8w7e6r5t4y3u2i1o0p-=+abcdefghijklmn"
+RANDOM_KEY = "s3Hk9vQ2xL7pW4mZ8rT1yB6nC0dF5gJ3aE9uI2oK7hV4bN8cX1zR6tY0wM5qS2"
+
+
+def secret_key_errors(**overrides):
+    from django_jobs.checks import check_secret_key
+
+    with override_settings(**overrides):
+        return check_secret_key()
+
+
+@pytest.mark.parametrize("key", [DEMO_KEY, STARTPROJECT_KEY])
+def test_a_known_insecure_secret_key_is_an_error_when_debug_is_off(key):
+    [error] = secret_key_errors(DEBUG=False, SECRET_KEY=key)
+    assert error.id == "django_jobs.E010"
+    assert error.level == checks.ERROR
+    assert "SECRET_KEY" in error.msg and "get_random_secret_key" in error.hint
+    assert key not in error.msg + error.hint  # never echo the key
+
+
+@pytest.mark.parametrize("key", [DEMO_KEY, STARTPROJECT_KEY])
+def test_a_known_insecure_secret_key_is_fine_while_debug_is_on(key):
+    assert secret_key_errors(DEBUG=True, SECRET_KEY=key) == []
+
+
+def test_a_random_secret_key_passes_with_debug_off():
+    assert secret_key_errors(DEBUG=False, SECRET_KEY=RANDOM_KEY) == []
+
+
+def test_a_known_insecure_fallback_key_is_an_error_too():
+    # Django still accepts signatures made with a fallback key: a public one lets anyone sign.
+    [error] = secret_key_errors(
+        DEBUG=False, SECRET_KEY=RANDOM_KEY, SECRET_KEY_FALLBACKS=[RANDOM_KEY[::-1], DEMO_KEY]
+    )
+    assert error.id == "django_jobs.E010" and "SECRET_KEY_FALLBACKS" in error.msg
+
+
+def manage_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_"))}
+    base.update(
+        DJANGO_SETTINGS_MODULE="testproject.settings",
+        SQLITE_PATH=str(tmp_path / "check.sqlite3"),
+        DJANGO_SECRET_KEY_FILE=str(tmp_path / "secret_key"),
+        **env,
+    )
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "check"],
+        env={k: v for k, v in base.items() if v != ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_the_test_project_refuses_its_public_key_with_debug_off(tmp_path):
+    done = manage_check(tmp_path, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=DEMO_KEY)
+    assert done.returncode != 0
+    assert "django_jobs.E010" in done.stderr
+
+
+def test_the_test_project_makes_its_own_key_with_debug_off(tmp_path):
+    first = manage_check(tmp_path, DJANGO_DEBUG="0")
+    assert first.returncode == 0, first.stderr
+    key = (tmp_path / "secret_key").read_text().strip()
+    assert len(key) >= 50 and key != DEMO_KEY and not key.startswith("django-insecure-")
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0  # readable by its owner only
+    again = manage_check(tmp_path, DJANGO_DEBUG="0")  # the next process reads the same key
+    assert again.returncode == 0 and (tmp_path / "secret_key").read_text().strip() == key
+    assert manage_check(tmp_path).returncode == 0  # DEBUG on (the default): the demo's key

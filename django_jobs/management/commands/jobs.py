@@ -16,6 +16,7 @@ from ... import cli, clock, operations
 from ...cli import render
 from ...cli.drain import drain
 from ...exceptions import JobsError
+from ...printable import printable
 from ...serialize import job_json
 from ...stats import queue_stats
 from ...types import JobState
@@ -161,12 +162,19 @@ class Command(BaseCommand):
         try:
             getattr(self, "do_" + options["command"])(options)
         except JobsError as exc:
-            raise CommandError(f"{exc.code}: {exc.message}", returncode=cli.exit_code(exc)) from exc
+            # The message may quote a job's text (a step name, a kind): escaped, like all output.
+            raise CommandError(
+                printable(f"{exc.code}: {exc.message}"), returncode=cli.exit_code(exc)
+            ) from exc
 
     # -- output -----------------------------------------------------------------------------
 
     def emit(self, data: Any, text: Callable[[], str]) -> None:
-        """Print ``data`` as JSON with --json, otherwise the human ``text()``."""
+        """Print ``data`` as JSON with --json, otherwise the human ``text()``.
+
+        ``text()`` escapes the job text it shows (``printable``); JSON escapes C0 controls in
+        strings, and ``cli.json_text`` the rest (DEL, C1, bidi controls, lone surrogates).
+        """
         if self.as_json:
             self.stdout.write(cli.json_text(data))
         else:
@@ -197,7 +205,8 @@ class Command(BaseCommand):
         self.emit(
             row,
             lambda: (
-                f"Job #{row['id']} ({row['kind']}) is queued again: attempt {row['attempts'] + 1} "
+                f"Job #{row['id']} ({printable(row['kind'])}) is queued again: "
+                f"attempt {row['attempts'] + 1} "
                 f"of up to {row['max_attempts']}."
             ),
         )
@@ -210,7 +219,7 @@ class Command(BaseCommand):
                 "its next ctx.check_cancelled()."
             )
         else:
-            text = f"Job #{row['id']} ({row['kind']}) is cancelled."
+            text = f"Job #{row['id']} ({printable(row['kind'])}) is cancelled."
         self.emit(row, lambda: text)
 
     def do_resolve(self, options: dict[str, Any]) -> None:
@@ -219,7 +228,7 @@ class Command(BaseCommand):
         self.emit(
             row,
             lambda: (
-                f"Step {options['step']!r} of job #{row['id']} is {options['as_']}; "
+                f"Step {printable(repr(options['step']))} of job #{row['id']} is {options['as_']}; "
                 f"the job is {row['state']}."
             ),
         )
@@ -229,7 +238,7 @@ class Command(BaseCommand):
         limit = options["limit"]
 
         def report(n: int, job: Any) -> None:
-            self.progress(f"ran {n}/{limit}: #{job.pk} {job.kind} -> {job.state}")
+            self.progress(f"ran {n}/{limit}: #{job.pk} {printable(job.kind)} -> {job.state}")
 
         ran = drain(limit=limit, queues=queues or None, engine=options["engine"], progress=report)
         rows = [job_json(job) for job in ran]
@@ -306,8 +315,11 @@ class Command(BaseCommand):
         if job.deduped:
             text = (
                 f"A live job with the same idempotency key exists: #{job.pk} "
-                f"({job.kind}, {job.state}); nothing new was enqueued."
+                f"({printable(job.kind)}, {job.state}); nothing new was enqueued."
             )
         else:
-            text = f"Enqueued job #{job.pk} ({job.kind}) on queue {job.queue!r}."
+            text = (
+                f"Enqueued job #{job.pk} ({printable(job.kind)}) on queue "
+                f"{printable(repr(job.queue))}."
+            )
         self.emit(row, lambda: text)
