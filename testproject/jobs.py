@@ -219,3 +219,36 @@ def count_to_100(ctx):
         time.sleep(pause)
     ctx.log("counted to 100")
     return {"counted": 100}
+
+
+# --- kinds used by the bad-input tests (stored JSON text is validated) -----------------------
+
+
+@job("bad_input.result_surrogate", idempotency_key="payload", retry=Retry(attempts=1))
+def result_surrogate(ctx):
+    return {"text": "lone \ud800"}
+
+
+@job("bad_input.result_nul", idempotency_key="payload", retry=Retry(attempts=1))
+def result_nul(ctx):
+    return ["a\x00b"]
+
+
+@job("bad_input.result_deep", idempotency_key="payload", retry=Retry(attempts=1))
+def result_deep(ctx):
+    value: object = 1
+    for _ in range(200):
+        value = [value]
+    return value
+
+
+@job("bad_input.step_surrogate", idempotency_key="payload", retry=Retry(attempts=1))
+def step_surrogate(ctx):
+    ctx.step.run("poison", lambda: {"\ud800": 1})
+    return "unreachable"
+
+
+@job("bad_input.log_surrogate", idempotency_key="payload")
+def log_surrogate(ctx):
+    ctx.log("lone \ud800 and nul \x00 kept visible")
+    return None

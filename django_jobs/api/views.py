@@ -49,6 +49,7 @@ from ..registry import JobHandle, all_handles, get
 from ..serialize import job_detail_json, job_json
 from ..stats import queue_stats
 from ..types import RETRYABLE_STATES, JobState
+from ..validation import key_problem, printable
 from .errors import (
     ConflictError,
     InvalidRequestError,
@@ -315,6 +316,9 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise InvalidRequestError(
                 errors={"Idempotency-Key": [f"Send 1 to {limit} characters, or leave it out."]}
             )
+        problem = key_problem(header)
+        if problem is not None:
+            raise InvalidRequestError(errors={"Idempotency-Key": [printable(problem)]})
         if field is not None and field != header:
             raise InvalidRequestError(
                 errors={
@@ -527,6 +531,9 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
         for name, value in data.items():
             setattr(schedule, name, value)
         changed = set(data)
+        if resumed and schedule.paused_reason:
+            schedule.paused_reason = None
+            changed.add("paused_reason")
         if {"cron", "tz", "enabled"} & changed:
             now = clock.now()
             schedule.next_run_at = _next_run(schedule, now)
@@ -568,8 +575,9 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
             with transaction.atomic(using=jobs_settings.DATABASE):
                 schedule.save(using=jobs_settings.DATABASE, update_fields=update_fields)
         except IntegrityError:
+            # Names are unique per owner: this names only the caller's own schedules.
             raise InvalidRequestError(
-                errors={"name": ["A schedule with this name already exists; pick another."]}
+                errors={"name": ["You already have a schedule with this name; pick another."]}
             ) from None
 
 

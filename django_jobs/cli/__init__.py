@@ -83,6 +83,8 @@ def parse_json(text: str | None, *, option: str) -> Any:
         return None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise BadInput(f"{option} is nested too deeply; flatten it.") from None
     except ValueError as exc:
         raise BadInput(
             f"{option} is not valid JSON ({exc}). Quote it for the shell, e.g. "

@@ -27,6 +27,7 @@ from ..exceptions import (
 )
 from ..registry import JobHandle, ensure_json, get
 from ..store import Outcome
+from ..validation import printable
 from .context import JobContext, LiveState, Requeue
 from .steps import Suspend
 
@@ -39,7 +40,11 @@ ERROR_CAP = 2000
 
 
 def cap_error(text: str) -> str:
-    """Keep an error within ERROR_CAP characters: its head and the end of its traceback."""
+    """Keep an error within ERROR_CAP characters: its head and the end of its traceback.
+
+    NUL and lone surrogates (an exception's message may carry any text) become visible
+    escapes, so the error can be stored and read."""
+    text = printable(text)
     if len(text) <= ERROR_CAP:
         return text
     marker = "\n[…]\n"
@@ -143,13 +148,15 @@ class Executor:
     def _from_value(self, job: Job, started: datetime, value: Any, live: LiveState) -> Outcome:
         if isinstance(value, Requeue):
             outcome = self._base(job, started, "waiting", live)
-            outcome.wait_reason, outcome.run_at = value.reason, value.run_at
+            outcome.wait_reason, outcome.run_at = printable(value.reason), value.run_at
             return outcome
         try:
             if value is not None:  # None, the common result, is JSON: skip the dump
                 ensure_json(value, what="result")
         except InvalidPayload as exc:
-            error = InvalidResult(f"{job.kind!r} returned a value that is not JSON: {exc.message}")
+            error = InvalidResult(
+                f"{job.kind!r} returned a value that cannot be stored: {exc.message}"
+            )
             outcome = self._base(job, started, "failed", live)
             outcome.error = cap_error(f"{error.code}: {error.message}")
             return outcome
