@@ -227,6 +227,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
     """Jobs: list, submit, inspect, cancel and retry; the kinds manifest and queue stats."""
 
     serializer_class = JobSerializer
+    #: What makes a job's JSON large: a list page is bounded by their size (JobsPagination).
+    page_bytes_of: ClassVar[list[str]] = ["payload", "result"]
     action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
         "list": (),
         "create": (),
@@ -473,6 +475,7 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
     """Cron schedules (§6): operators manage all; members their own, for schedulable kinds."""
 
     serializer_class = ScheduleSerializer
+    page_bytes_of: ClassVar[list[str]] = ["payload"]
     action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
         "list": (),
         "create": (),
