@@ -330,3 +330,44 @@ def test_log_lines_are_escaped_not_fatal(db, api_users, api_client):
     assert job.state == "succeeded"
     assert job.log == ["lone \\ud800 and nul \\u0000 kept visible"]
     assert api_client(api_users.operator).get(f"/api/jobs/{job.pk}/").status_code == 200
+
+
+# --- the Tasks backend and the CLI are doors too ------------------------------------------
+
+
+def test_the_tasks_backend_refuses_unstorable_arguments(db):
+    from testproject.tasks import add
+
+    with pytest.raises(InvalidPayload, match="surrogate"):
+        add.enqueue(LONE, "x")
+    with pytest.raises(InvalidPayload, match="NUL"):
+        add.enqueue(a="\x00", b=1)
+    assert not Job.objects.exists()
+
+
+def test_a_task_returning_unstorable_text_fails(db):
+    from django_jobs.tasks.compat import TaskResultStatus
+    from testproject.tasks import lone_surrogate
+
+    result = lone_surrogate.enqueue()
+    run_until_idle()
+    failed = lone_surrogate.get_result(result.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert "surrogate" in failed.errors[0].traceback
+    job = Job.objects.get()
+    assert job.result is None
+
+
+@pytest.mark.parametrize(
+    ("payload", "said"),
+    [('"\\ud800"', "surrogate"), ('{"a": "\\u0000"}', "NUL"), ("[" * 5000 + "]" * 5000, "deep")],
+)
+def test_the_cli_refuses_unstorable_payloads(db, payload, said):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=said) as info:
+        call_command("jobs", "enqueue", "demo.hello", "--payload", payload, stdout=io.StringIO())
+    assert info.value.returncode == 2
+    assert not Job.objects.exists()
