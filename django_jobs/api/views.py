@@ -625,6 +625,24 @@ class JobsSchemaGenerator(SchemaGenerator):
         ]
 
 
+#: The request bodies the API reads; each refuses fields it does not name (KnownFieldsOnly).
+CLOSED_REQUEST_BODIES = (
+    "SubmitRequest",
+    "RetryRequest",
+    "ScheduleRequest",
+    "PatchedScheduleRequest",
+)
+
+
+def closed_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Say in the schema what the serializers do: an unknown body field is a 400."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in CLOSED_REQUEST_BODIES:
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False
+    return result
+
+
 class SchemaView(SpectacularAPIView):
     """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON."""
 
@@ -639,6 +657,10 @@ class SchemaView(SpectacularAPIView):
         ),
         "VERSION": __version__,
         "COMPONENT_SPLIT_REQUEST": True,
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "django_jobs.api.views.closed_request_bodies",
+        ],
     }
 
     @extend_schema(exclude=True)

@@ -173,7 +173,8 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
                     )
                 jobs.append(job)
         except InvalidPayload as exc:
-            return [*jobs, *_pause(row, f"Its payload is refused: {exc.message}", alias)]
+            reason = f"Paused: its job was refused at admission: {exc.message}"
+            return [*jobs, *_pause(row, reason, alias)]
         except JobsError as exc:
             logger.error(
                 "Schedule %r could not enqueue its %s occurrence: %s",

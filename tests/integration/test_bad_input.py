@@ -371,3 +371,10 @@ def test_the_cli_refuses_unstorable_payloads(db, payload, said):
         call_command("jobs", "enqueue", "demo.hello", "--payload", payload, stdout=io.StringIO())
     assert info.value.returncode == 2
     assert not Job.objects.exists()
+
+
+def test_the_schema_says_request_bodies_take_no_other_fields(api_client):
+    schema = api_client().get("/api/jobs/schema/", {"format": "json"}).json()
+    bodies = schema["components"]["schemas"]
+    for name in ("SubmitRequest", "RetryRequest", "ScheduleRequest", "PatchedScheduleRequest"):
+        assert bodies[name]["additionalProperties"] is False, name
