@@ -42,8 +42,8 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def storable_json(value: Any, *, what: str, error: type[InvalidPayload] = InvalidPayload) -> str:
-    """Return ``value`` as compact JSON text, or raise ``error`` saying what is wrong.
+def storable_json(value: Any, *, what: str) -> str:
+    """Return ``value`` as compact JSON text, or raise ``InvalidPayload`` saying what is wrong.
 
     The text keeps non-ASCII characters as they are (UTF-8 when stored). The checks cost a few
     substring scans of that text; the value is walked only when a scan finds something.
@@ -51,22 +51,22 @@ def storable_json(value: Any, *, what: str, error: type[InvalidPayload] = Invali
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except RecursionError:
-        raise error(_too_deep(what)) from None
+        raise InvalidPayload(_too_deep(what)) from None
     except (TypeError, ValueError) as exc:
-        raise error(f"The {what} is not JSON ({exc}). {_JSON_HELP}") from exc
+        raise InvalidPayload(f"The {what} is not JSON ({exc}). {_JSON_HELP}") from exc
     # Surrogates survive ensure_ascii=False as themselves: the text is not valid UTF-8.
     if not text.isascii():
         try:
             text.encode()
         except UnicodeEncodeError:
-            raise error(_bad_text(what, "a lone surrogate (such as \\ud800)")) from None
+            raise InvalidPayload(_bad_text(what, "a lone surrogate (such as \\ud800)")) from None
     # json.dumps writes NUL as \u0000; seen in the text, it may also be an escaped backslash
     # before "u0000": look at the strings themselves to be sure.
     if "\\u0000" in text and _holds_nul(value):
-        raise error(_bad_text(what, "a NUL character (\\u0000)"))
+        raise InvalidPayload(_bad_text(what, "a NUL character (\\u0000)"))
     # Each level opens a bracket: with few brackets the value cannot be too deep.
     if text.count("[") + text.count("{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
-        raise error(_too_deep(what))
+        raise InvalidPayload(_too_deep(what))
     return text
 
 
@@ -109,8 +109,8 @@ def printable(text: str) -> str:
 
 
 def readable(value: Any) -> Any:
-    """A stored JSON value with NUL and lone surrogates escaped (``printable``) everywhere,
-    keys included. Values without them come back as they are (the same object)."""
+    """A copy of a stored JSON value with NUL and lone surrogates escaped (``printable``) in
+    every string, keys included."""
     if isinstance(value, str):
         return printable(value) if _UNSTORABLE.search(value) else value
     if isinstance(value, list):
@@ -118,13 +118,6 @@ def readable(value: Any) -> Any:
     if isinstance(value, dict):
         return {readable(k) if isinstance(k, str) else k: readable(v) for k, v in value.items()}
     return value
-
-
-def readable_text(text: str | None) -> str | None:
-    """``printable`` for a stored text column (error, reason, key) that may be NULL."""
-    if text is None or not _UNSTORABLE.search(text):
-        return text
-    return printable(text)
 
 
 class ReadableJSONDecoder(json.JSONDecoder):
