@@ -252,3 +252,13 @@ def step_surrogate(ctx):
 def log_surrogate(ctx):
     ctx.log("lone \ud800 and nul \x00 kept visible")
     return None
+
+
+@job("bad_input.raise_bad_text", idempotency_key="payload", retry=Retry(attempts=1))
+def raise_bad_text(ctx):
+    raise RuntimeError("lone \ud800 and nul \x00 in a message")
+
+
+@job("bad_input.requeue_bad_text", idempotency_key="payload")
+def requeue_bad_text(ctx):
+    return ctx.requeue("waiting on \x00\ud800", after="1h")

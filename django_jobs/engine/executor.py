@@ -169,7 +169,7 @@ class Executor:
     ) -> Outcome:
         if isinstance(exc, Suspend):
             outcome = self._base(job, started, "waiting", live)
-            outcome.wait_reason, outcome.run_at = exc.reason, exc.run_at
+            outcome.wait_reason, outcome.run_at = printable(exc.reason), exc.run_at
             return outcome
         if isinstance(exc, Cancelled):
             outcome = self._base(job, started, "cancelled", live)

@@ -378,3 +378,18 @@ def test_the_schema_says_request_bodies_take_no_other_fields(api_client):
     bodies = schema["components"]["schemas"]
     for name in ("SubmitRequest", "RetryRequest", "ScheduleRequest", "PatchedScheduleRequest"):
         assert bodies[name]["additionalProperties"] is False, name
+
+
+def test_error_messages_and_reasons_are_stored_escaped(db, api_users, api_client):
+    failed = lookup("bad_input.raise_bad_text").enqueue({})
+    waiting = lookup("bad_input.requeue_bad_text").enqueue({})
+    run_until_idle()
+    failed.refresh_from_db()
+    waiting.refresh_from_db()
+    assert failed.state == "failed"
+    assert "RuntimeError: lone \\ud800 and nul \\u0000 in a message" in failed.error
+    assert waiting.state == "waiting"
+    assert waiting.wait_reason == "waiting on \\u0000\\ud800"
+    operator = api_client(api_users.operator)
+    for job in (failed, waiting):
+        assert operator.get(f"/api/jobs/{job.pk}/").status_code == 200

@@ -20,7 +20,11 @@ from django_jobs.validation import (
 
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=8)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | ANY_TEXT,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | ANY_TEXT,
     lambda children: (
         st.lists(children, max_size=3) | st.dictionaries(ANY_TEXT, children, max_size=3)
     ),
