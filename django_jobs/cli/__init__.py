@@ -138,6 +138,7 @@ def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, A
             "last_fired_at": _iso(item.last_fired_at),
             "next_run_at": _iso(item.next_run_at),
             "created_at": _iso(item.created_at),
+            "paused_reason": item.paused_reason,
             "next_runs": [],
             "error": None,
         }
