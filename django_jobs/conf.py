@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": "1s",
     "PREFETCH": 64,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "MAX_PAGE_BYTES": 8 * 1024 * 1024,  # about the most one API list page answers
     "RETENTION": None,
     "EVENT_RETENTION": "1d",  # live event rows (django_jobs.events): replay window
 }

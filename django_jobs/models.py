@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.db.models.signals import post_init, pre_init
 
 from .types import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
+from .validation import ReadableJSONDecoder
 
 
 class Job(models.Model):
@@ -21,8 +22,8 @@ class Job(models.Model):
     queue = models.CharField(max_length=100, default="default")
     engine = models.CharField(max_length=100, default="default")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
-    payload = models.JSONField(null=True, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    payload = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
+    result = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
     error = models.TextField(null=True, blank=True)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -38,12 +39,12 @@ class Job(models.Model):
     priority = models.SmallIntegerField(default=0)
     attempts = models.IntegerField(default=0)
     max_attempts = models.IntegerField(default=1)
-    progress = models.JSONField(null=True, blank=True)
-    log = models.JSONField(default=list, blank=True)
+    progress = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
+    log = models.JSONField(default=list, blank=True, decoder=ReadableJSONDecoder)
     wait_reason = models.TextField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=400, null=True, blank=True)
     version = models.CharField(max_length=100, blank=True, default="")
-    captured = models.JSONField(null=True, blank=True)
+    captured = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
     cancel_requested = models.BooleanField(default=False)
     # Set by emit() for a running job whose pending wait it matches: if that job parks itself
     # in "waiting" right after, it is re-asked at once instead of sleeping through the event.
@@ -167,7 +168,7 @@ class JobStep(models.Model):
     seq = models.IntegerField(default=0)
     key = models.CharField(max_length=300, blank=True, default="")
     state = models.CharField(max_length=16, choices=StepState.choices, default=StepState.RUNNING)
-    value = models.JSONField(null=True, blank=True)
+    value = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
     error = models.TextField(null=True, blank=True)
     attempts = models.IntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -186,11 +187,11 @@ class JobStep(models.Model):
 class Schedule(models.Model):
     """A cron schedule; declared ones are synced at worker start, others are added at run time."""
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)
     cron = models.CharField(max_length=100)
     tz = models.CharField(max_length=64)
     kind = models.CharField(max_length=200)
-    payload = models.JSONField(null=True, blank=True)
+    payload = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
     catch_up = models.CharField(max_length=16, default="skip")
     enabled = models.BooleanField(default=True)
     declared = models.BooleanField(default=False)
@@ -207,9 +208,24 @@ class Schedule(models.Model):
     last_fired_at = models.DateTimeField(null=True, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Why the scheduler paused it (its owner may no longer submit the kind, ...); cleared when
+    # it is enabled again.
+    paused_reason = models.TextField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            # Names are unique per owner, so a member cannot learn another's names from a
+            # refusal; ownerless schedules (the declared ones) are unique among themselves.
+            models.UniqueConstraint(
+                fields=["owner", "name"], name="django_jobs_schedule_owner_name_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(owner__isnull=True),
+                name="django_jobs_schedule_name_uniq",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cron} {self.tz})"
@@ -219,7 +235,7 @@ class Event(models.Model):
     """An emitted event: admits ``@job(on=name)`` handlers and resolves ``wait_for_event``."""
 
     name = models.CharField(max_length=200)
-    data = models.JSONField(null=True, blank=True)
+    data = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -23,6 +23,7 @@ from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .store import get_store
 from .types import ENDED_STATES, RETRYABLE_STATES, StepState
+from .validation import check_json
 
 
 def _locked(job_id: int) -> Job:
@@ -120,6 +121,7 @@ def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, An
     """Settle an ``unknown`` step by hand: ``completed`` (with ``value``) or ``failed``."""
     if as_ not in ("completed", "failed"):
         raise ValueError('as_ must be "completed" or "failed".')
+    check_json(value, what=f"value of step {step!r}")
     alias = jobs_settings.DATABASE
     with transaction.atomic(using=alias):
         job = _locked(job_id)

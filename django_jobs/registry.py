@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .durations import Duration, parse_duration
 from .engine.retry import Retry
 from .exceptions import IdempotencyRequired, InvalidPayload, JobDuplicate, UnknownKind
+from .validation import check_key
+from .validation import storable_json as ensure_json
 
 if TYPE_CHECKING:
     from .models import Job
@@ -81,7 +83,7 @@ class JobHandle:
                 f"The idempotency_key function of {self.kind!r} returned {key!r}; it must "
                 "return a non-empty string."
             )
-        return key
+        return check_key(key, what=f"idempotency key computed for {self.kind!r}")
 
     # -- enqueue ------------------------------------------------------------------------------
 
@@ -283,17 +285,6 @@ def handles_on(event: str) -> list[JobHandle]:
 
 def kinds_of_engine(engine: str) -> list[str]:
     return [h.kind for h in all_handles() if h.engine == engine]
-
-
-def ensure_json(value: Any, *, what: str) -> str:
-    """Return ``value`` as JSON text, or raise ``InvalidPayload`` saying what is wrong."""
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(
-            f"The {what} is not JSON ({exc}). Use dicts, lists, strings, numbers, booleans and "
-            "None; convert dates to ISO strings and decimals to strings."
-        ) from exc
 
 
 def payload_digest(payload: Any) -> str:

@@ -284,3 +284,46 @@ def raises_in_except(ctx):
         if ctx.payload.get("unprintable"):
             raise _Unprintable() from None
         raise ValueError("raised while handling the first error") from None
+
+
+# --- kinds used by the bad-input tests (stored JSON text is validated) -----------------------
+
+
+@job("bad_input.result_surrogate", idempotency_key="payload", retry=Retry(attempts=1))
+def result_surrogate(ctx):
+    return {"text": "lone \ud800"}
+
+
+@job("bad_input.result_nul", idempotency_key="payload", retry=Retry(attempts=1))
+def result_nul(ctx):
+    return ["a\x00b"]
+
+
+@job("bad_input.result_deep", idempotency_key="payload", retry=Retry(attempts=1))
+def result_deep(ctx):
+    value: object = 1
+    for _ in range(200):
+        value = [value]
+    return value
+
+
+@job("bad_input.step_surrogate", idempotency_key="payload", retry=Retry(attempts=1))
+def step_surrogate(ctx):
+    ctx.step.run("poison", lambda: {"\ud800": 1})
+    return "unreachable"
+
+
+@job("bad_input.log_surrogate", idempotency_key="payload")
+def log_surrogate(ctx):
+    ctx.log("lone \ud800 and nul \x00 kept visible")
+    return None
+
+
+@job("bad_input.raise_bad_text", idempotency_key="payload", retry=Retry(attempts=1))
+def raise_bad_text(ctx):
+    raise RuntimeError("lone \ud800 and nul \x00 in a message")
+
+
+@job("bad_input.requeue_bad_text", idempotency_key="payload")
+def requeue_bad_text(ctx):
+    return ctx.requeue("waiting on \x00\ud800", after="1h")

@@ -61,3 +61,8 @@ def flaky(context: TaskContext, succeed_on: int) -> int:
 @task
 def not_json() -> object:
     return object()
+
+
+@task
+def lone_surrogate() -> str:
+    return "lone \ud800"

@@ -90,12 +90,14 @@ class ScheduleAdmin(admin.ModelAdmin):
         "next_run_at",
         "last_fired_at",
         "declared",
+        "paused_reason",
     )
     list_filter = ("enabled", "declared")
     search_fields = ("name", "kind")
     raw_id_fields = ("owner",)
     actions = ("pause_schedules", "resume_schedules", "delete_selected")
     readonly_fields = (
+        "paused_reason",
         "declared",
         "upcoming",
         "next_run_at",
@@ -161,6 +163,9 @@ class ScheduleAdmin(admin.ModelAdmin):
                 # timing, is not "missed" for catch_up.
                 obj.checked_until = now
                 changed.add("checked_until")
+                if obj.paused_reason:
+                    obj.paused_reason = None
+                    changed.add("paused_reason")
         if changed:
             # Only the fields changed here: the scheduler writes the others concurrently.
             obj.save(using=alias, update_fields=sorted(changed))
@@ -185,7 +190,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         now, count = clock.now(), 0
         for schedule in queryset.filter(enabled=False):
-            schedule.enabled, schedule.checked_until = True, now
+            schedule.enabled, schedule.checked_until, schedule.paused_reason = True, now, None
             try:
                 schedule.next_run_at = _next_run(schedule, now)
             except InvalidSchedule as exc:
@@ -193,7 +198,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 continue
             schedule.save(
                 using=jobs_settings.DATABASE,
-                update_fields=["enabled", "checked_until", "next_run_at"],
+                update_fields=["enabled", "checked_until", "next_run_at", "paused_reason"],
             )
             count += 1
         self.message_user(request, f"{count} schedule(s) resumed.", messages.SUCCESS)

@@ -1,4 +1,5 @@
-"""The request body limit: an oversized body is refused with 413 before it is parsed."""
+"""The request body: an oversized body is refused with 413 before it is parsed; a body
+nested too deeply, or holding text no database stores (NUL, lone surrogates), with 400."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from django.conf import settings
 from rest_framework.parsers import JSONParser
 
 from ..conf import jobs_settings
-from .errors import TooLargeError
+from ..exceptions import InvalidPayload
+from ..validation import MAX_DEPTH, key_problem, storable_json, storable_text
+from .errors import InvalidRequestError, TooLargeError
 
 #: Room for the fields around the payload (kind, run_at, idempotency_key, ...).
 ENVELOPE_BYTES = 16 * 1024
@@ -63,4 +66,35 @@ class BoundedJSONParser(JSONParser):
             if len(raw) > limit:
                 raise body_too_large(limit)
             stream = io.BytesIO(raw)
-        return super().parse(stream, media_type, parser_context)
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise InvalidRequestError(
+                f"The body is nested too deeply; JSON values may nest at most {MAX_DEPTH} "
+                "levels. Flatten the payload, or store the structure elsewhere and pass a "
+                "reference.",
+                code="TOO_DEEP",
+            ) from None
+        check_body(data)
+        return data
+
+
+def check_body(data: Any) -> None:
+    """Refuse, naming the fields, what no stored row may hold (``django_jobs.validation``).
+
+    Done on the whole body before any serializer sees it, so no error message echoes such
+    text back (which would break the response itself)."""
+    errors: dict[str, list[str]] = {}
+    fields = data.items() if isinstance(data, dict) else [("non_field_errors", data)]
+    for name, value in fields:
+        shown = storable_text(name)
+        problem = key_problem(name) if shown != name else None
+        if problem is not None:
+            errors[shown] = [f"This field name is not text a database can store: {problem}"]
+            continue
+        try:
+            storable_json(value, what=f"{name} field")
+        except InvalidPayload as exc:
+            errors[shown] = [exc.message]
+    if errors:
+        raise InvalidRequestError(errors=errors)

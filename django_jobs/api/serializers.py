@@ -15,14 +15,15 @@ from django.db import models
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.validators import UniqueValidator
 
 from .. import clock
 from ..durations import parse_duration
 from ..engine import cron as cron_rules
+from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..models import Job, Schedule
 from ..types import JobState, StepState
+from ..validation import key_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # Job.priority is a SmallIntegerField
 _KEY_LENGTH = Job._meta.get_field("idempotency_key").max_length
@@ -60,6 +61,39 @@ def owner_field(**kwargs: Any) -> serializers.Field:
 
 
 # --- request fields ------------------------------------------------------------------------
+
+
+class KnownFieldsOnly(serializers.Serializer):
+    """Refuses a body field it does not accept, naming it: a misspelt or read-only field
+    (``owner``, ``max_attempts``) is an error, not silently dropped."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            writable = sorted(name for name, f in self.fields.items() if not f.read_only)
+            unknown = sorted(set(data) - set(writable))
+            if unknown:
+                accepted = ", ".join(writable)
+                raise serializers.ValidationError(
+                    {
+                        name: [f"Unknown field: this request accepts only {accepted}."]
+                        for name in unknown
+                    },
+                    code="unknown_field",
+                )
+        return super().to_internal_value(data)
+
+
+def _valid_key(value: str) -> None:
+    problem = key_problem(value)
+    if problem is not None:
+        raise serializers.ValidationError(problem)
+
+
+def _within_run_ahead(value: datetime) -> None:
+    if value - clock.now() > MAX_RUN_AHEAD:
+        raise serializers.ValidationError(
+            run_ahead_message(f"run_at {value.isoformat()}"), code="too_far"
+        )
 
 
 class StrictCharField(serializers.CharField):
@@ -116,7 +150,7 @@ class DurationInputField(serializers.Field):
     """A duration: "250ms", "30s", "5m", "2h", "3d", "1w", or a number of seconds."""
 
     default_error_messages = {
-        "too_far": "This delay reaches past the year 9999; use a shorter one.",
+        "too_far": run_ahead_message("This delay"),
     }
 
     def to_internal_value(self, data: Any) -> timedelta:
@@ -124,11 +158,11 @@ class DurationInputField(serializers.Field):
             raise serializers.ValidationError(_duration_help(data))
         try:
             value = parse_duration(data, name="delay")
-            # Does the delay land on an instant a datetime can hold?
-            clock.now() + value
         except InvalidDuration as exc:
             raise serializers.ValidationError(exc.message) from None
         except OverflowError:
+            self.fail("too_far")
+        if value > MAX_RUN_AHEAD:
             self.fail("too_far")
         return value
 
@@ -146,7 +180,7 @@ def _duration_help(value: Any) -> str:
 # --- requests ------------------------------------------------------------------------------
 
 
-class SubmitSerializer(serializers.Serializer):
+class SubmitSerializer(KnownFieldsOnly):
     """``POST /``: submit a job. Members may not set ``priority`` or ``queue``."""
 
     kind = StrictCharField(max_length=_KIND_LENGTH, help_text="The kind to run.")
@@ -154,10 +188,15 @@ class SubmitSerializer(serializers.Serializer):
         required=False, allow_null=True, default=None, help_text="The job's input (any JSON)."
     )
     run_at = AwareDateTimeField(
-        required=False, allow_null=True, help_text="Run at this instant (with a UTC offset)."
+        required=False,
+        allow_null=True,
+        validators=[_within_run_ahead],
+        help_text=f"Run at this instant (with a UTC offset), at most {MAX_RUN_AHEAD_WORDS} ahead.",
     )
     delay = DurationInputField(
-        required=False, allow_null=True, help_text='Run after this delay: "30s", "5m" or seconds.'
+        required=False,
+        allow_null=True,
+        help_text=f'Run after this delay: "30s", "5m" or seconds; at most {MAX_RUN_AHEAD_WORDS}.',
     )
     priority = serializers.IntegerField(
         required=False,
@@ -176,7 +215,9 @@ class SubmitSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         max_length=_KEY_LENGTH,
-        help_text="Same as the Idempotency-Key header. Default: the kind's own key.",
+        validators=[_valid_key],
+        help_text="Same as the Idempotency-Key header (no control characters). Default: the "
+        "kind's own key.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +228,7 @@ class SubmitSerializer(serializers.Serializer):
         return attrs
 
 
-class RetrySerializer(serializers.Serializer):
+class RetrySerializer(KnownFieldsOnly):
     """``POST /{id}/retry/``."""
 
     from_step = StrictCharField(
@@ -327,7 +368,7 @@ class IsoDateTimeField(serializers.DateTimeField):
         return value.astimezone(UTC).isoformat()
 
 
-class ScheduleSerializer(serializers.ModelSerializer):
+class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     """A cron schedule. ``cron`` and ``tz`` are checked; ``next_run_at`` is computed."""
 
     serializer_field_mapping = {
@@ -339,13 +380,8 @@ class ScheduleSerializer(serializers.ModelSerializer):
     payload = serializers.JSONField(required=False, allow_null=True, default=None)
     name = StrictCharField(
         max_length=200,
-        help_text="Unique among all schedules.",
-        validators=[
-            UniqueValidator(
-                queryset=Schedule.objects.all(),
-                message="A schedule with this name already exists; pick another.",
-            )
-        ],
+        validators=[_valid_key],
+        help_text="Unique among your own schedules (no control characters).",
     )
     kind = StrictCharField(max_length=200, help_text="The kind each occurrence enqueues.")
     cron = StrictCharField(max_length=100, help_text='5 cron fields, e.g. "0 3 * * *".')
@@ -367,6 +403,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
             "last_fired_at",
             "next_run_at",
             "created_at",
+            "paused_reason",
         ]
         read_only_fields = [
             "id",
@@ -375,6 +412,7 @@ class ScheduleSerializer(serializers.ModelSerializer):
             "last_fired_at",
             "next_run_at",
             "created_at",
+            "paused_reason",
         ]
 
     def get_fields(self) -> dict[str, serializers.Field]:

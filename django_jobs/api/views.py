@@ -45,6 +45,7 @@ from ..registry import JobHandle, all_handles, get
 from ..serialize import View, job_detail_json, job_json, member_view, view_for
 from ..stats import queue_stats
 from ..types import RETRYABLE_STATES, JobState
+from ..validation import key_problem, storable_text
 from .errors import (
     ConflictError,
     InvalidRequestError,
@@ -227,6 +228,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
     """Jobs: list, submit, inspect, cancel and retry; the kinds manifest and queue stats."""
 
     serializer_class = JobSerializer
+    #: What makes a job's JSON large: a list page is bounded by their size (JobsPagination).
+    page_bytes_of: ClassVar[list[str]] = ["payload", "result"]
     action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
         "list": (),
         "create": (),
@@ -316,6 +319,9 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise InvalidRequestError(
                 errors={"Idempotency-Key": [f"Send 1 to {limit} characters, or leave it out."]}
             )
+        problem = key_problem(header)
+        if problem is not None:
+            raise InvalidRequestError(errors={"Idempotency-Key": [storable_text(problem)]})
         if field is not None and field != header:
             raise InvalidRequestError(
                 errors={
@@ -481,6 +487,7 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
     """Cron schedules (§6): operators manage all; members their own, for schedulable kinds."""
 
     serializer_class = ScheduleSerializer
+    page_bytes_of: ClassVar[list[str]] = ["payload"]
     action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
         "list": (),
         "create": (),
@@ -539,6 +546,9 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
         for name, value in data.items():
             setattr(schedule, name, value)
         changed = set(data)
+        if resumed and schedule.paused_reason:
+            schedule.paused_reason = None
+            changed.add("paused_reason")
         if {"cron", "tz", "enabled"} & changed:
             now = clock.now()
             schedule.next_run_at = _next_run(schedule, now)
@@ -580,8 +590,9 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
             with transaction.atomic(using=jobs_settings.DATABASE):
                 schedule.save(using=jobs_settings.DATABASE, update_fields=update_fields)
         except IntegrityError:
+            # Names are unique per owner: this names only the caller's own schedules.
             raise InvalidRequestError(
-                errors={"name": ["A schedule with this name already exists; pick another."]}
+                errors={"name": ["You already have a schedule with this name; pick another."]}
             ) from None
 
 
@@ -631,6 +642,24 @@ class JobsSchemaGenerator(SchemaGenerator):
         ]
 
 
+#: The request bodies the API reads; each refuses fields it does not name (KnownFieldsOnly).
+CLOSED_REQUEST_BODIES = (
+    "SubmitRequest",
+    "RetryRequest",
+    "ScheduleRequest",
+    "PatchedScheduleRequest",
+)
+
+
+def closed_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Say in the schema what the serializers do: an unknown body field is a 400."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in CLOSED_REQUEST_BODIES:
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False
+    return result
+
+
 class SchemaView(SpectacularAPIView):
     """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON."""
 
@@ -645,6 +674,10 @@ class SchemaView(SpectacularAPIView):
         ),
         "VERSION": __version__,
         "COMPONENT_SPLIT_REQUEST": True,
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "django_jobs.api.views.closed_request_bodies",
+        ],
     }
 
     @extend_schema(exclude=True)

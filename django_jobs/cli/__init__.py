@@ -95,6 +95,8 @@ def parse_json(text: str | None, *, option: str) -> Any:
         return None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise BadInput(f"{option} is nested too deeply; flatten it.") from None
     except ValueError as exc:
         raise BadInput(
             f"{option} is not valid JSON ({exc}). Quote it for the shell, e.g. "
@@ -159,6 +161,7 @@ def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, A
             "last_fired_at": _iso(item.last_fired_at),
             "next_run_at": _iso(item.next_run_at),
             "created_at": _iso(item.created_at),
+            "paused_reason": item.paused_reason,
             "next_runs": [],
             "error": None,
         }

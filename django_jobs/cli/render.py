@@ -201,7 +201,9 @@ def render_schedules(rows: Sequence[dict[str, Any]], now: datetime) -> str:
                 "enabled" if row["enabled"] else "paused",
                 f"{age(row['last_fired_at'], now)} ago" if row["last_fired_at"] else "never",
                 ", ".join(_short_time(t) for t in row["next_runs"])
-                or (f"invalid: {row['error']}" if row["error"] else "-"),
+                or (f"invalid: {row['error']}" if row["error"] else "")
+                or row.get("paused_reason")
+                or "-",
             )
             for row in rows
         ],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import DatabaseError, connections, transaction
@@ -12,10 +12,11 @@ from django.db import DatabaseError, connections, transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
-from ..exceptions import InvalidPayload, JobDuplicate, OutboxNoTransaction
+from ..exceptions import InvalidDuration, InvalidPayload, JobDuplicate, OutboxNoTransaction
 from ..models import Job
 from ..registry import ensure_json
 from ..store import NewJob, Store, get_store
+from ..validation import check_key, check_label
 from .events import publish_all_after_commit
 
 if TYPE_CHECKING:
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_jobs.events")
 
 ON_CONFLICT = ("return", "error")
+
+#: The furthest ahead a job may be due (run_at or delay): 10 years of 366 days.
+MAX_RUN_AHEAD = timedelta(days=3660)
+MAX_RUN_AHEAD_WORDS = "10 years"
 
 
 class CreatedEvents(Protocol):
@@ -84,7 +89,11 @@ def admit(
     now = clock.now()
     when = _run_at(now, run_at, delay)
     owner_id = _owner_id(owner)
-    tenant = None if tenant is None else str(tenant)
+    tenant = None if tenant is None else check_label(str(tenant), what="tenant")
+    if queue is not None:
+        check_label(str(queue), what="queue")
+    if idempotency_key is not None:
+        check_key(idempotency_key)
     rows = [
         _new_job(handle, payload, now, when, owner_id, tenant, queue, priority, idempotency_key)
         for payload in payloads
@@ -173,15 +182,27 @@ def _run_at(now: datetime, run_at: datetime | None, delay: Duration | None) -> d
     if run_at is not None and delay is not None:
         raise ValueError("Pass run_at or delay, not both.")
     if delay is not None:
-        return now + parse_duration(delay, name="delay")
+        span = parse_duration(delay, name="delay")
+        if span > MAX_RUN_AHEAD:
+            raise InvalidDuration(run_ahead_message(f"delay={delay!r}"))
+        return now + span
     if run_at is not None:
         if run_at.tzinfo is None:
             raise ValueError(
                 f"run_at={run_at!r} is naive; pass an aware datetime "
                 "(django.utils.timezone.make_aware)."
             )
+        if run_at - now > MAX_RUN_AHEAD:
+            raise ValueError(run_ahead_message(f"run_at={run_at.isoformat()}"))
         return run_at
     return now
+
+
+def run_ahead_message(what: str) -> str:
+    return (
+        f"{what} is more than {MAX_RUN_AHEAD_WORDS} ahead; a job is due at most "
+        f"{MAX_RUN_AHEAD_WORDS} from now. Pick an earlier time, or enqueue it closer to its date."
+    )
 
 
 def _new_job(

@@ -13,6 +13,7 @@ from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import Cancelled, JobTimeout
+from ..validation import storable_text
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -43,6 +44,7 @@ class LiveState:
         self.deadline: datetime | None = None
 
     def add_line(self, line: str) -> None:
+        line = storable_text(line)  # a log line never fails its job: bad characters are escaped
         tail = max(int(jobs_settings.LOG_TAIL), 0)
         with self.lock:
             self.log.append(line)
@@ -52,6 +54,7 @@ class LiveState:
             self.dirty = True
 
     def set_progress(self, stage: str, percent: float | None) -> None:
+        stage = storable_text(stage)
         with self.lock:
             self.progress = {"stage": stage, "percent": percent}
             self.progress_changed = True

@@ -15,6 +15,7 @@ from ..models import Event, Job, JobStep
 from ..registry import ensure_json, handles_on
 from ..store import get_store
 from ..types import StepState
+from ..validation import check_key
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -39,6 +40,7 @@ def contains(data: Any, match: Any) -> bool:
 
 def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) -> list[Job]:
     """Emit ``name`` with ``data``; return the jobs admitted for its ``on=`` handlers."""
+    check_key(name, what="event name")
     ensure_json(data, what=f"data of event {name!r}")
     alias = jobs_settings.DATABASE
     now = clock.now()

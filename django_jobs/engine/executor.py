@@ -28,6 +28,7 @@ from ..exceptions import (
 from ..printable import printable
 from ..registry import JobHandle, ensure_json, get
 from ..store import Outcome
+from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
 from .steps import Suspend
 
@@ -40,7 +41,11 @@ ERROR_CAP = 2000
 
 
 def cap_error(text: str) -> str:
-    """Keep an error within ERROR_CAP characters: its head and the end of its traceback."""
+    """Keep an error within ERROR_CAP characters: its head and the end of its traceback.
+
+    NUL and lone surrogates (an exception's message may carry any text) become visible
+    escapes, so the error can be stored and read."""
+    text = storable_text(text)
     if len(text) <= ERROR_CAP:
         return text
     marker = "\n[…]\n"
@@ -189,13 +194,15 @@ class Executor:
     def _from_value(self, job: Job, started: datetime, value: Any, live: LiveState) -> Outcome:
         if isinstance(value, Requeue):
             outcome = self._base(job, started, "waiting", live)
-            outcome.wait_reason, outcome.run_at = value.reason, value.run_at
+            outcome.wait_reason, outcome.run_at = storable_text(value.reason), value.run_at
             return outcome
         try:
             if value is not None:  # None, the common result, is JSON: skip the dump
                 ensure_json(value, what="result")
         except InvalidPayload as exc:
-            error = InvalidResult(f"{job.kind!r} returned a value that is not JSON: {exc.message}")
+            error = InvalidResult(
+                f"{job.kind!r} returned a value that cannot be stored: {exc.message}"
+            )
             outcome = self._base(job, started, "failed", live)
             outcome.error = cap_error(f"{error.code}: {error.message}")
             return outcome
@@ -208,7 +215,7 @@ class Executor:
     ) -> Outcome:
         if isinstance(exc, Suspend):
             outcome = self._base(job, started, "waiting", live)
-            outcome.wait_reason, outcome.run_at = exc.reason, exc.run_at
+            outcome.wait_reason, outcome.run_at = storable_text(exc.reason), exc.run_at
             return outcome
         if isinstance(exc, Cancelled):
             outcome = self._base(job, started, "cancelled", live)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from ..conf import jobs_settings
-from ..exceptions import JobsError
+from ..exceptions import InvalidPayload, JobsError
 from ..models import Schedule
+from ..permissions_util import can_schedule
 from ..printable import printable
-from ..registry import get
+from ..registry import JobHandle, get
 from ..store import get_store
+from ..validation import storable_text
 from .cron import due_occurrences, next_runs
 from .schedules import declared
 
@@ -45,7 +47,7 @@ def sync_declared(now: datetime) -> None:
             "catch_up": handle.catch_up,
         }
         if row is None:
-            if Schedule.objects.using(alias).filter(name=name).exists():
+            if Schedule.objects.using(alias).filter(name=name, owner__isnull=True).exists():
                 logger.warning(
                     "Declared schedule %r clashes with a run-time schedule of the "
                     "same name; rename one of them.",
@@ -78,6 +80,26 @@ def sync_declared(now: datetime) -> None:
         Schedule.objects.using(alias).filter(declared=True, name__in=gone).update(
             enabled=False, synced_at=None
         )
+
+
+def _owner_refusal(owner: Any, handle: JobHandle) -> str | None:
+    """Why ``owner`` may no longer have ``handle`` fired for them; ``None`` if they may."""
+    if not getattr(owner, "is_active", True):
+        return "Paused: its owner's account is inactive. Reactivate it, or delete the schedule."
+    if not can_schedule(owner, handle):
+        return (
+            f"Paused: its owner may no longer schedule {handle.kind!r}. An operator may change "
+            "the kind's rights or the owner's; then enable the schedule again."
+        )
+    return None
+
+
+def _pause(row: Schedule, reason: str, alias: str) -> list[Job]:
+    """The schedule pauses itself, saying why (shown to its owner and to operators)."""
+    logger.warning("Schedule %r (#%s) paused itself: %s", row.name, row.pk, reason)
+    row.enabled, row.next_run_at, row.paused_reason = False, None, storable_text(reason)
+    row.save(using=alias, update_fields=["enabled", "next_run_at", "paused_reason"])
+    return []
 
 
 def _next(cron: str, tz: str, after: datetime) -> datetime | None:
@@ -130,17 +152,30 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
             len(due),
         )
         due = []
+    owner = None
+    if due and row.owner_id is not None:
+        # Admitted like a submitted job: the owner must still be allowed to schedule the kind.
+        owner = row.owner
+        refusal = _owner_refusal(owner, handle)  # type: ignore[arg-type]
+        if refusal is not None:
+            return _pause(row, refusal, alias)
     for occurrence in due:
+        key = f"schedule:{row.name}:{occurrence.isoformat()}"
         try:
             with transaction.atomic(using=alias):
-                jobs.append(
-                    handle.enqueue(  # type: ignore[union-attr]
-                        row.payload,
-                        owner=row.owner_id,
-                        run_at=occurrence,
-                        idempotency_key=f"schedule:{row.name}:{occurrence.isoformat()}",
+                if owner is not None:
+                    # as_user: the owner's tenant (TENANT_OF), so the tenant's caps apply.
+                    job = handle.as_user(  # type: ignore[union-attr]
+                        owner, row.payload, run_at=occurrence, idempotency_key=key
                     )
-                )
+                else:
+                    job = handle.enqueue(  # type: ignore[union-attr]
+                        row.payload, run_at=occurrence, idempotency_key=key
+                    )
+                jobs.append(job)
+        except InvalidPayload as exc:
+            reason = f"Paused: its job was refused at admission: {exc.message}"
+            return [*jobs, *_pause(row, reason, alias)]
         except JobsError as exc:
             logger.error(
                 "Schedule %r could not enqueue its %s occurrence: %s",

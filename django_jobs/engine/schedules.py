@@ -10,6 +10,7 @@ from typing import Any
 from .. import clock
 from ..exceptions import InvalidSchedule
 from ..registry import JobHandle, ensure_json
+from ..validation import key_problem
 from .cron import CATCH_UP_CHOICES, next_runs, validate_cron, validate_tz
 
 _declared: dict[str, ScheduleHandle] = {}
@@ -38,6 +39,8 @@ def validate_schedule(
     """Check every part of a schedule; return the normalized cron. Raises ``InvalidSchedule``."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidSchedule("A schedule needs a name: a non-empty string, unique per project.")
+    if key_problem(name):
+        raise InvalidSchedule(f"Schedule name {name!r}: {key_problem(name)}")
     normalized = validate_cron(cron)
     validate_tz(tz)
     if catch_up not in CATCH_UP_CHOICES:

@@ -20,9 +20,17 @@ from django.utils.dateparse import parse_datetime
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
-from ..exceptions import InvalidResult, JobTimeout, StepDuplicate, StepNested, Uncertain
+from ..exceptions import (
+    InvalidPayload,
+    InvalidResult,
+    JobTimeout,
+    StepDuplicate,
+    StepNested,
+    Uncertain,
+)
 from ..models import JobStep
 from ..types import StepState
+from ..validation import storable_json, storable_text
 from .eventbus import first_matching_event
 
 if TYPE_CHECKING:
@@ -122,11 +130,11 @@ class Steps:
 
     def _check_json(self, name: str, value: Any) -> None:
         try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+            storable_json(value, what=f"value of step {name!r}")
+        except InvalidPayload as exc:
             raise InvalidResult(
-                f"Step {name!r} returned a value that is not JSON ({exc}); nothing was saved. "
-                "Return dicts, lists, strings, numbers, booleans or None."
+                f"Step {name!r} returned a value that cannot be stored; nothing was saved. "
+                f"{exc.message}"
             ) from exc
 
     def _finish(self, row: JobStep, value: Any) -> None:
@@ -136,7 +144,7 @@ class Steps:
     def _fail(self, row: JobStep, exc: BaseException) -> None:
         row.state, row.error, row.ended_at = (
             StepState.FAILED,
-            f"{type(exc).__name__}: {exc}"[:2000],
+            storable_text(f"{type(exc).__name__}: {exc}")[:2000],
             clock.now(),
         )
         row.save(using=self.alias, update_fields=["state", "error", "ended_at"])

@@ -9,7 +9,6 @@ leaves no retry.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from django.dispatch import Signal
 from .. import clock
 from ..conf import jobs_settings
 from ..exceptions import Blocked, Cancelled, Uncertain, Unrecoverable
+from ..validation import storable_json as ensure_json
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     TaskContext,
@@ -94,7 +94,7 @@ def execute(backend: JobsBackend, ctx: JobContext) -> Any:
         else:
             raw = task.call(*result.args, **result.kwargs)
         value = normalize_json(raw)
-        json.dumps(value, allow_nan=False)
+        ensure_json(value, what="task's return value")
     except KeyboardInterrupt:
         raise  # as Django's own backends do: only an interrupt propagates
     except BaseException as exc:  # SystemExit too: the task failed, the worker goes on

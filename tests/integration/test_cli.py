@@ -299,6 +299,14 @@ def test_schedules_lists_the_next_three_runs():
         name="paused", cron="*/5 * * * *", tz="UTC", kind="test.noop", enabled=False
     )
     Schedule.objects.create(name="broken", cron="0 3 * * *", tz="Mars/Olympus", kind="test.noop")
+    Schedule.objects.create(
+        name="refused",
+        cron="0 3 * * *",
+        tz="UTC",
+        kind="test.noop",
+        enabled=False,
+        paused_reason="Paused: its owner's account is inactive.",
+    )
     with time_machine.travel(T0, tick=False):
         listed = {row["name"]: row for row in jobs_json("schedules")}
         out, _ = jobs("schedules")
@@ -309,6 +317,8 @@ def test_schedules_lists_the_next_three_runs():
     assert listed["paused"]["next_runs"] == [] and listed["paused"]["enabled"] is False
     assert listed["broken"]["next_runs"] == [] and "Mars/Olympus" in listed["broken"]["error"]
     assert "2026-03-02 02:00:00" in out and "paused" in out and "invalid:" in out
+    assert listed["refused"]["paused_reason"] == "Paused: its owner's account is inactive."
+    assert "Paused: its owner's account is inactive." in out
 
 
 # --- prune ----------------------------------------------------------------------------------

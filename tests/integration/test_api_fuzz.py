@@ -1,0 +1,217 @@
+"""Fuzz every write door of the REST API on a live server; nothing may answer 5xx, and
+afterwards every list and detail still answers 200 for everyone (SPEC §7, "Bad input").
+
+A real daphne process serves the test database; schemathesis reads the OpenAPI schema it
+serves and sends generated requests (valid and invalid ones) as a member and as an operator,
+then hand-written hostile bodies (lone surrogates, NUL, deep nesting, unknown fields, control
+characters, far dates) that generated data rarely holds. Bounded: about a minute in all.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+
+import pytest
+import requests
+import schemathesis
+from django.core.management import call_command
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from schemathesis.generation import GenerationMode
+
+from django_jobs.models import Job, Schedule
+from django_jobs.registry import lookup
+from django_jobs.testing import run_until_idle
+from tests.conftest import session_cookie
+
+pytestmark = pytest.mark.process
+
+SCHEMA_PATH = "/api/jobs/schema/?format=json"
+WRITE_DOORS = {
+    "POST /api/jobs/",
+    "POST /api/jobs/{id}/cancel/",
+    "POST /api/jobs/{id}/retry/",
+    "POST /api/jobs/schedules/",
+    "PATCH /api/jobs/schedules/{id}/",
+    "DELETE /api/jobs/schedules/{id}/",
+}
+EXAMPLES = 15
+bounded = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+DEEP = "[" * 5000 + "]" * 5000
+HOSTILE_JOB_BODIES = [
+    '{"kind": "demo.hello", "payload": "\\ud800"}',
+    '{"kind": "demo.hello", "payload": {"\\udfff": "x"}}',
+    '{"kind": "demo.hello", "payload": "a\\u0000b"}',
+    '{"kind": "demo.hello", "payload": {"k\\u0000": 1}}',
+    '{"kind": "demo.hello", "payload": ' + "[" * 950 + "]" * 950 + "}",
+    '{"kind": "demo.hello", "payload": ' + DEEP + "}",
+    DEEP,
+    '{"kind": "demo.hello", "payload": 1, "owner": 1, "max_attempts": 99}',
+    '{"kind": "demo.hello", "payload": 2, "idempotency_key": "a\\u0000b"}',
+    '{"kind": "demo.hello", "payload": 3, "idempotency_key": "\\u001b[31m"}',
+    '{"kind": "demo.hello", "payload": 4, "run_at": "9999-12-31T23:59:59Z"}',
+    '{"kind": "demo.hello", "payload": 5, "delay": 1e300}',
+    '{"kind": "\\ud800", "payload": 6}',
+    '{"\\ud800": 1}',
+    '"\\ud800"',
+]
+HOSTILE_SCHEDULE_BODIES = [
+    '{"name": "s\\ud800", "cron": "0 3 * * *", "tz": "UTC", "kind": "api.report", '
+    '"payload": {"title": "t"}}',
+    '{"name": "s\\u0000", "cron": "0 3 * * *", "tz": "UTC", "kind": "api.report", '
+    '"payload": {"title": "t"}}',
+    '{"name": "s", "cron": "0 3 * * *", "tz": "UTC", "kind": "api.report", '
+    '"payload": {"title": "\\ud800"}}',
+    '{"name": "s", "cron": "0 3 * * *", "tz": "\\u0000", "kind": "api.report", '
+    '"payload": {"title": "t"}}',
+    '{"name": "s", "cron": "0 3 * * *", "tz": "UTC", "kind": "api.report", '
+    '"payload": {"title": "t"}, "owner": 1, "max_attempts": 2}',
+    '{"name": "s", "cron": "0 3 * * *", "tz": "UTC", "kind": "api.report", "payload": '
+    + DEEP
+    + "}",
+]
+HOSTILE_KEYS = ["a\x01b", "\x7f", "tab\there", "ctl\x1b[0m"]
+
+
+class Caller:
+    """Requests to the live server as one user: session cookie plus a CSRF token pair."""
+
+    def __init__(self, base: str, user) -> None:
+        token = secrets.token_hex(16)  # 32 characters: Django's unmasked token length
+        self.base = base
+        self.headers = {
+            "Cookie": f"sessionid={session_cookie(user)}; csrftoken={token}",
+            "X-CSRFToken": token,
+        }
+        self.session = requests.Session()
+
+    def send(self, method: str, path: str, body: str | None = None, **headers: str):
+        return self.session.request(
+            method,
+            self.base + path,
+            data=None if body is None else body.encode(),
+            headers={**self.headers, "Content-Type": "application/json", **headers},
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def live(asgi_server, api_users):
+    """Rows for the doors to hit (each member's jobs in several states, schedules) and a
+    daphne process serving them."""
+    hello, steps = lookup("demo.hello"), lookup("api.steps")
+    for user in (api_users.member, api_users.other):
+        hello.as_user(user, f"queued-{user.username}")
+        steps.as_user(user, {"fail": True, "who": user.username})
+        Schedule.objects.create(
+            name="seed", cron="0 3 * * *", tz="UTC", kind="api.report", owner=user
+        )
+    run_until_idle()
+    server = asgi_server()
+    schema = schemathesis.openapi.from_url(server.base + SCHEMA_PATH, timeout=30)
+    return server, schema
+
+
+def ids_of(model) -> list[int]:
+    return list(model.objects.values_list("pk", flat=True))
+
+
+@pytest.mark.parametrize("role", ["member", "operator"])
+def test_no_write_door_answers_5xx_and_every_read_still_answers(live, api_users, role):
+    server, schema = live
+    caller = Caller(server.base, getattr(api_users, role))
+    operations = [
+        result.ok() for result in schema.get_all_operations() if result.ok().label in WRITE_DOORS
+    ]
+    assert {op.label for op in operations} == WRITE_DOORS
+    known = {"/jobs/": ids_of(Job), "/schedules/": ids_of(Schedule)}
+
+    for operation in operations:
+        real_ids = known["/schedules/" if "/schedules/" in operation.path else "/jobs/"]
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @given(
+                case=operation.as_strategy(generation_mode=mode),
+                real_id=st.none() | st.sampled_from(real_ids),
+            )
+            @bounded
+            def fuzz(case, real_id):
+                if real_id is not None and "id" in (case.path_parameters or {}):
+                    case.path_parameters["id"] = real_id  # reach the body, not only a 404
+                response = case.call(
+                    base_url=server.base, session=caller.session, headers=caller.headers
+                )
+                assert response.status_code < 500, (case.as_curl_command(), response.text)
+
+            try:
+                fuzz()
+            except Unsatisfiable:
+                assert mode == GenerationMode.NEGATIVE  # nothing to make invalid here
+
+    hostile(caller, known)
+    every_read_answers(server, api_users)
+
+
+def hostile(caller: Caller, known: dict[str, list[int]]) -> None:
+    """The bodies generated data rarely holds: each a 4xx, none stored."""
+    jobs_before, schedules_before = Job.objects.count(), Schedule.objects.count()
+    for body in HOSTILE_JOB_BODIES:
+        response = caller.send("POST", "/api/jobs/", body)
+        assert 400 <= response.status_code < 500, (body[:80], response.text)
+    for key in HOSTILE_KEYS:
+        response = caller.send(
+            "POST", "/api/jobs/", '{"kind": "demo.hello", "payload": 1}', **{"Idempotency-Key": key}
+        )
+        assert 400 <= response.status_code < 500, (key, response.text)
+    for body in HOSTILE_SCHEDULE_BODIES:
+        response = caller.send("POST", "/api/jobs/schedules/", body)
+        assert 400 <= response.status_code < 500, (body[:80], response.text)
+        for schedule_id in known["/schedules/"]:
+            response = caller.send("PATCH", f"/api/jobs/schedules/{schedule_id}/", body)
+            assert 400 <= response.status_code < 500, (body[:80], response.text)
+    for job_id in known["/jobs/"]:
+        for body in ('{"from_step": "\\ud800"}', '{"children": "x", "nope": 1}', DEEP):
+            response = caller.send("POST", f"/api/jobs/{job_id}/retry/", body)
+            assert 400 <= response.status_code < 500, (body[:80], response.text)
+    assert Job.objects.count() == jobs_before
+    assert Schedule.objects.count() <= schedules_before  # deletes are allowed, not inserts
+
+
+def every_read_answers(server, api_users) -> None:
+    """Every list and detail, for the member, another member and an operator: 200."""
+    for user in (api_users.member, api_users.other, api_users.operator):
+        caller = Caller(server.base, user)
+        for listing in ("/api/jobs/?page_size=500", "/api/jobs/schedules/?page_size=500"):
+            url = server.base + listing
+            while url:
+                response = caller.session.get(url, headers=caller.headers, timeout=60)
+                assert response.status_code == 200, (user.username, url, response.text)
+                page = response.json()
+                detail = listing.split("?")[0]
+                for row in page["results"]:
+                    one = caller.send("GET", f"{detail}{row['id']}/")
+                    assert one.status_code == 200, (user.username, row["id"], one.text)
+                url = page["next"]
+        assert caller.send("GET", "/api/jobs/kinds/").status_code == 200
+    operator = Caller(server.base, api_users.operator)
+    assert operator.send("GET", "/api/jobs/stats/").status_code == 200
+    # The admin and the CLI read the same rows.
+    admin = Client()
+    admin.force_login(api_users.superuser)
+    assert admin.get("/admin/django_jobs/job/").status_code == 200
+    assert admin.get("/admin/django_jobs/schedule/").status_code == 200
+    for job_id in ids_of(Job):
+        assert admin.get(f"/admin/django_jobs/job/{job_id}/change/").status_code == 200
+    out = io.StringIO()
+    call_command("jobs", "list", "--json", stdout=out, stderr=io.StringIO())
+    assert len(json.loads(out.getvalue())) == min(Job.objects.count(), 100)

@@ -1,0 +1,128 @@
+"""``django_jobs.validation``: what stored JSON text may hold, and how old rows are read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from django_jobs.exceptions import InvalidPayload
+from django_jobs.validation import (
+    MAX_DEPTH,
+    ReadableJSONDecoder,
+    check_key,
+    readable,
+    storable_json,
+    storable_text,
+)
+
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=8)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | ANY_TEXT,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(ANY_TEXT, children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+def strings_of(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_of(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings_of(item)
+
+
+def depth_of(value) -> int:
+    if isinstance(value, list):
+        return 1 + max((depth_of(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((depth_of(v) for v in value.values()), default=0)
+    return 0
+
+
+def storable(text: str) -> bool:
+    return "\x00" not in text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+def nested(depth: int):
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@given(JSON_VALUES)
+def test_accepted_exactly_when_every_string_is_storable(value):
+    expected = all(storable(s) for s in strings_of(value))
+    try:
+        text = storable_json(value, what="payload")
+    except InvalidPayload as exc:
+        assert not expected, exc.message
+    else:
+        assert expected
+        assert json.loads(text) == value
+        text.encode()  # valid UTF-8
+
+
+@given(JSON_VALUES)
+def test_readable_is_always_storable(value):
+    repaired = readable(value)
+    storable_json(repaired, what="payload")
+    if all(storable(s) for s in strings_of(value)):
+        assert repaired == value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH])
+def test_up_to_the_depth_limit_is_accepted(depth):
+    assert depth_of(nested(depth)) == depth
+    storable_json(nested(depth), what="payload")
+    storable_json({"a": nested(depth - 1)}, what="payload")
+
+
+@pytest.mark.parametrize("value", [nested(MAX_DEPTH + 1), {"a": nested(MAX_DEPTH)}, nested(5000)])
+def test_deeper_is_refused(value):
+    with pytest.raises(InvalidPayload, match="more than 64 levels"):
+        storable_json(value, what="payload")
+
+
+def test_many_brackets_in_strings_are_not_depth():
+    storable_json(["[" * 500, {"k": "{" * 500}], what="payload")
+
+
+def test_an_escaped_backslash_before_u0000_is_not_nul():
+    assert storable_json("\\u0000", what="payload") == '"\\\\u0000"'
+
+
+@pytest.mark.parametrize("key", ["a\x00", "a\x01", "tab\t", "\x7f", "\x85", "\ud800"])
+def test_keys_refuse_control_characters(key):
+    with pytest.raises(InvalidPayload, match="U\\+"):
+        check_key(key)
+
+
+def test_keys_accept_printable_unicode():
+    assert check_key("render:vidéo-😀") == "render:vidéo-😀"
+
+
+def test_printable_escapes_what_cannot_be_stored():
+    assert storable_text("a\x00b\ud800c") == "a\\u0000b\\ud800c"
+
+
+def test_the_decoder_repairs_old_rows():
+    decode = ReadableJSONDecoder().decode
+    assert decode('{"a": "x\\ud800", "\\u0000": 1}') == {"a": "x\\ud800", "\\u0000": 1}
+    assert decode('{"a": "é \\u00e9"}') == {"a": "é é"}
+    deep = "[" * 100 + "]" * 100
+    assert decode(deep) == deep
+    assert decode('["[[[", 1]') == ["[[[", 1]
