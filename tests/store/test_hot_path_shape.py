@@ -80,6 +80,56 @@ class EnqueueRoundTripTests(TransactionTestCase):
         assert round_trips(lambda: [noop.enqueue({"n": n}) for n in range(10)]) == 10
 
 
+class EnginePreparesTests(TransactionTestCase):
+    """The engine prepares its own statements with Django's default options, and never
+    where the settings say prepared statements must not be used (PgBouncer before 1.21)."""
+
+    def setUp(self) -> None:
+        skip_unless_postgres()
+        self.saved = (dict(connection.settings_dict["OPTIONS"]), connection.settings_dict.copy())
+
+    def tearDown(self) -> None:
+        options, saved = self.saved
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        connection.settings_dict["OPTIONS"] = options
+        writer.flush()
+
+    def prepared_inserts_after_enqueues(self, **settings: Any) -> int:
+        connection.close()
+        options = settings.pop("OPTIONS", {})
+        connection.settings_dict["OPTIONS"] = options
+        connection.settings_dict.update(settings)
+        for i in range(8):
+            noop.enqueue({"n": i, "settings": repr(settings), "options": repr(options)})
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_prepared_statements "
+                "WHERE statement LIKE %s AND statement LIKE %s",
+                ["%INSERT INTO django_jobs_job%", "%pg_notify%"],
+            )
+            return cursor.fetchone()[0]
+
+    def test_prepared_with_the_default_options(self):
+        assert self.prepared_inserts_after_enqueues() == 1
+        # Django's own (client-side binding) queries are not prepared by the threshold set.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_prepared_statements WHERE statement "
+                "NOT LIKE %s AND statement NOT LIKE %s",
+                ["%django_jobs_job%", "%django_jobs_jobevent%"],
+            )
+            assert cursor.fetchone()[0] == 0
+
+    def test_prepared_with_a_threshold_of_the_users(self):
+        assert self.prepared_inserts_after_enqueues(OPTIONS={"prepare_threshold": 100}) == 1
+
+    def test_never_prepared_when_the_settings_forbid_it(self):
+        assert self.prepared_inserts_after_enqueues(OPTIONS={"prepare_threshold": None}) == 0
+        assert self.prepared_inserts_after_enqueues(DISABLE_SERVER_SIDE_CURSORS=True) == 0
+
+
 def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     nodes = [plan]
     for child in plan.get("Plans", []):
