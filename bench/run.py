@@ -426,7 +426,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a smoke run of about a minute: "
+        help="a smoke run of about a minute (each can still be given): "
         + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()),
     )
     parser.add_argument(
@@ -445,9 +445,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="also write every run to this JSON file")
     args = parser.parse_args(argv)
-    if args.quick:
-        for name, value in QUICK.items():
-            setattr(args, name, value)
+    if args.quick:  # the quick sizes, unless given on the command line
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     args.only = {part.strip() for part in args.only.split(",") if part.strip()}
     if args.only - set(FIGURES):
         parser.error(
