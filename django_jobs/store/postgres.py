@@ -188,10 +188,12 @@ class _PreparingCursor(ServerBindingCursor):
     insert+NOTIFY, and from 0.62x to 1.38x Procrastinate's defer, measured side by side
     (``python -m bench --quick``, see docs/performance.md). The engine's statements have a
     handful of texts (one per batch shape), far under psycopg's cache of 100 per connection.
-    Used only when ``engine_prepares`` allows it; otherwise psycopg ignores ``prepare=True``.
+    Used only when ``engine_prepares`` allows it.
     """
 
-    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = True, **kw: Any):
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = True, **kw: Any
+    ) -> Any:
         return super().execute(query, params, prepare=prepare, **kw)
 
 
@@ -214,11 +216,12 @@ class PostgresStore(Store):
         db.ensure_connection()
         with db.wrap_database_errors:
             raw = db.connection
-            if raw.prepare_threshold is None and engine_prepares(db.settings_dict):
+            prepares = engine_prepares(db.settings_dict)
+            if prepares and raw.prepare_threshold is None:
                 # Django's default (None) would turn off every prepare, ours included. A
                 # threshold no query reaches keeps the user's own queries as they were.
                 raw.prepare_threshold = NEVER_BY_COUNT
-            cursor = _PreparingCursor(raw)
+            cursor = (_PreparingCursor if prepares else ServerBindingCursor)(raw)
             tz_loader = raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
             if db.timezone != tz_loader.timezone:
                 register_tzloader(db.timezone, cursor)

@@ -128,6 +128,10 @@ class EnginePreparesTests(TransactionTestCase):
     def test_never_prepared_when_the_settings_forbid_it(self):
         assert self.prepared_inserts_after_enqueues(OPTIONS={"prepare_threshold": None}) == 0
         assert self.prepared_inserts_after_enqueues(DISABLE_SERVER_SIDE_CURSORS=True) == 0
+        # Behind PgBouncer with a threshold of the user's: psycopg applies it, the engine
+        # adds nothing (8 enqueues stay under 100).
+        forbidden = {"DISABLE_SERVER_SIDE_CURSORS": True, "OPTIONS": {"prepare_threshold": 100}}
+        assert self.prepared_inserts_after_enqueues(**forbidden) == 0
 
 
 def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
