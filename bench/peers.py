@@ -17,23 +17,25 @@ from urllib.parse import unquote, urlparse
 
 SCRIPTS = Path(__file__).resolve().parent / "peerside"
 
-# (script, figure, extra arguments, on the peers' database rather than the engine's)
-LOOPS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
-    ("bare.py", "insert", (), False),
-    ("bare.py", "insert-notify", (), False),
-    ("bare.py", "insert-100", (), False),
-    ("bare.py", "multirow", (), False),
-    ("bare.py", "copy", (), False),
-    ("bare.py", "drain", (), False),
-    ("bare.py", "pickup", (), False),
-    ("procrastinate_loops.py", "enqueue", (), True),
-    ("procrastinate_loops.py", "enqueue-many", (), True),
-    ("procrastinate_loops.py", "drain", ("--concurrency", "1"), True),
-    ("procrastinate_loops.py", "drain", ("--concurrency", "4"), True),
-    ("procrastinate_loops.py", "pickup", (), True),
-    ("tasks_db_loops.py", "enqueue", (), True),
-    ("tasks_db_loops.py", "drain", (), True),
+# (group, script, figure, extra arguments, on the peers' database rather than the engine's).
+# A group runs right after django_jobs' figures of the same name (bench/run.py).
+LOOPS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
+    ("enqueue", "bare.py", "insert", (), False),
+    ("enqueue", "bare.py", "insert-notify", (), False),
+    ("enqueue", "procrastinate_loops.py", "enqueue", (), True),
+    ("enqueue", "tasks_db_loops.py", "enqueue", (), True),
+    ("enqueue_many", "bare.py", "insert-100", (), False),
+    ("enqueue_many", "bare.py", "multirow", (), False),
+    ("enqueue_many", "bare.py", "copy", (), False),
+    ("enqueue_many", "procrastinate_loops.py", "enqueue-many", (), True),
+    ("drain", "bare.py", "drain", (), False),
+    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "1"), True),
+    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "4"), True),
+    ("drain", "tasks_db_loops.py", "drain", (), True),
+    ("pickup", "bare.py", "pickup", (), False),
+    ("pickup", "procrastinate_loops.py", "pickup", (), True),
 )
+Loop = tuple[str, str, tuple[str, ...], bool]
 PEERS = ("bare", "procrastinate", "tasks-db")
 
 
@@ -66,18 +68,21 @@ def create_database(url: str) -> None:
             admin.execute(f'CREATE DATABASE "{name}"')
 
 
-def selected(only: set[str]) -> list[tuple[str, str, tuple[str, ...], bool]]:
-    """The loops of the peers in ``only`` ("bare", "procrastinate", "tasks-db")."""
-    prefix = {"bare": "bare.py", "procrastinate": "procrastinate_loops.py"}
-    prefix["tasks-db"] = "tasks_db_loops.py"
-    scripts = {prefix[peer] for peer in only}
-    return [loop for loop in LOOPS if loop[0] in scripts]
+def selected(only: set[str], group: str) -> list[Loop]:
+    """The loops of ``group`` of the peers in ``only`` ("bare", "procrastinate", "tasks-db")."""
+    scripts = {
+        {"bare": "bare.py", "procrastinate": "procrastinate_loops.py"}.get(
+            peer, "tasks_db_loops.py"
+        )
+        for peer in only
+    }
+    return [loop[1:] for loop in LOOPS if loop[0] == group and loop[1] in scripts]
 
 
 def run_loops(
     python: Path,
     bench_url: str,
-    loops: list[tuple[str, str, tuple[str, ...], bool]],
+    loops: list[Loop],
     *,
     jobs: int,
     batch: int,

@@ -1,4 +1,4 @@
-"""Benchmark the PostgreSQL hot path and compare it with the targets.
+"""Benchmark the PostgreSQL hot path beside its peers (``python -m bench --quick``: a smoke run).
 
 Usage, from the repository root::
 
@@ -22,13 +22,14 @@ because every run empties the job table), then measures, each ``--runs`` times:
 - ``pickup``: an idle, already started ``runjobs`` (not burst) while the load generator
   enqueues ``--pickup-jobs`` jobs ``--pickup-gap`` ms apart; the latency of a job is
   ``started_at - run_at`` (the executor writes ``started_at`` when the runner is called);
-- ``peer ...``: bare psycopg loops on the same table (see ``bench/peers.py``), the floor the
-  machine sets at that moment.
+- ``bare: ...``, ``procrastinate: ...``, ``tasks-db: ...``: the peers' loops (see
+  ``bench/peers.py``), each group right after django_jobs' figures of the same kind.
 
-Every figure checks that each enqueued job succeeded. The medians are printed beside the
-targets with the ratio measured / target; "cpu" rows are the CPU time of the enqueuing
-process or of the worker process per job, which the load of other processes disturbs less
-than the wall clock.
+Every figure checks that each enqueued job succeeded. The report (``bench/report.py``) prints
+every figure's runs and median, then django_jobs beside each peer with the median of the
+per-repetition ratios and the goals; "cpu" rows are the CPU time of the enqueuing process or
+of the worker process per job, which the load of other processes disturbs less than the wall
+clock.
 """
 
 from __future__ import annotations
@@ -353,9 +354,9 @@ def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float
     return percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
 
 
-def peer_figures(args: argparse.Namespace, python: Path, results: Results) -> None:
-    """Every selected peer's loops, one after the other (see bench/peers.py)."""
-    loops = peers.selected(args.peers)
+def peer_figures(args: argparse.Namespace, python: Path, results: Results, group: str) -> None:
+    """The selected peers' loops of ``group``, one after the other (see bench/peers.py)."""
+    loops = peers.selected(args.peers, group)
     results.update(
         peers.run_loops(
             python,
@@ -372,7 +373,18 @@ def peer_figures(args: argparse.Namespace, python: Path, results: Results) -> No
 def run_once(
     args: argparse.Namespace, only: set[str], tag: str, results: Results, python: Path | None
 ) -> None:
+    """One repetition. Each group of django_jobs' figures is followed at once by the same
+    figures of the peers, so a ratio compares loops run seconds apart, not minutes."""
+
+    def peers_of(group: str) -> None:
+        if "peers" in only and python is not None:
+            peer_figures(args, python, results, group)
+
     if only & {"enqueue", "drain"}:
+        if "enqueue" in only:  # next to the autocommit figure, its comparison
+            reset()
+            rate, _ = enqueue_one_per_transaction(max(args.jobs // 5, 1), tag, atomic=True)
+            results.add("enqueue in atomic", rate)
         reset()
         rate, cpu = enqueue_one_per_transaction(args.jobs, tag)
         if "enqueue" in only:
@@ -382,12 +394,10 @@ def run_once(
             rate, cpu = drain(1, args.jobs)
             results.add("drain c=1", rate)
             results.add("drain c=1 cpu", cpu)
+        peers_of("enqueue")
         if "enqueue" in only:
             reset()
             results.add("enqueue x4", enqueue_from_processes(args.jobs, tag))
-            reset()
-            rate, _ = enqueue_one_per_transaction(max(args.jobs // 5, 1), tag, atomic=True)
-            results.add("enqueue in atomic", rate)
         reset()
         rate, cpu = enqueue_in_batches(args.jobs, args.batch, tag)
         if "enqueue" in only:
@@ -397,9 +407,15 @@ def run_once(
             rate, cpu = drain(4, args.jobs)
             results.add("drain c=4", rate)
             results.add("drain c=4 cpu", cpu)
+        peers_of("enqueue_many")
+        peers_of("drain")
         if "enqueue" in only:
             reset()
             results.add("enqueue_many x4", enqueue_from_processes(args.jobs, tag, batch=args.batch))
+    else:
+        peers_of("enqueue")
+        peers_of("enqueue_many")
+        peers_of("drain")
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000
@@ -407,8 +423,7 @@ def run_once(
         results.add("pickup p50", p50)
         results.add("pickup p95", p95)
         results.add("pickup p99", p99)
-    if "peers" in only and python is not None:
-        peer_figures(args, python, results)
+    peers_of("pickup")
 
 
 QUICK = {"runs": 1, "jobs": 1_000, "batch": 250, "pickup_jobs": 50}
