@@ -184,10 +184,11 @@ class _PreparingCursor(ServerBindingCursor):
     Why: an enqueue is one large statement (a CTE with nextval, ON CONFLICT on a partial
     index, the events' advisory lock, an event insert, two NOTIFYs) and PostgreSQL spent more
     time planning it afresh than running it. Prepared once per connection, an enqueue in
-    autocommit with Django's default options went from 0.22x to 0.65x the bare psycopg
-    insert+NOTIFY, and from 0.62x to 1.38x Procrastinate's defer, measured side by side
-    (``python -m bench --quick``, see docs/performance.md). The engine's statements have a
-    handful of texts (one per batch shape), far under psycopg's cache of 100 per connection.
+    autocommit with Django's default options went from about 1,060 to 1,850 jobs/s (one
+    process, alternating blocks with and without), and measured side by side
+    (``python -m bench``, docs/performance.md) from 0.22x to 0.76x the bare psycopg
+    insert+NOTIFY and from 0.62x to 2.2x Procrastinate's defer. The engine's statements have
+    a handful of texts (one per batch shape), far under psycopg's cache of 100 per connection.
     Used only when ``engine_prepares`` allows it.
     """
 
