@@ -1,20 +1,46 @@
-"""Bare psycopg loops on the same table: the floor this machine sets at the moment of the run.
+"""The peers, measured beside django_jobs in each repetition: same no-op job, same counts.
 
-They share nothing with django_jobs but the schema, so the ratio of a figure to its floor tells
-how much of the time the engine itself costs, whatever the disk's flush time and the load of
-the moment (both vary tenfold on a shared two-core machine).
+Each peer's loop runs as a subprocess of the peers' own environment (``bench/peers_env.py``),
+from the scripts in ``bench/peerside/``, one after the other; each prints its figures as
+JSON. The bare psycopg loops write django_jobs' own job table (the floor the machine sets at
+that moment, whatever the disk's flush time and the load); Procrastinate and Django's Tasks
+database backend get a database of their own, the benchmark's name + ``_peers``.
 """
 
 from __future__ import annotations
 
-import time
+import json
+import subprocess
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-TABLE = "django_jobs_job"
+SCRIPTS = Path(__file__).resolve().parent / "peerside"
+
+# (group, script, figure, extra arguments, on the peers' database rather than the engine's).
+# A group runs right after django_jobs' figures of the same name (bench/run.py).
+LOOPS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
+    ("enqueue", "bare.py", "insert", (), False),
+    ("enqueue", "bare.py", "insert-notify", (), False),
+    ("enqueue", "procrastinate_loops.py", "enqueue", (), True),
+    ("enqueue", "tasks_db_loops.py", "enqueue", (), True),
+    ("enqueue_many", "bare.py", "insert-100", (), False),
+    ("enqueue_many", "bare.py", "multirow", (), False),
+    ("enqueue_many", "bare.py", "copy", (), False),
+    ("enqueue_many", "procrastinate_loops.py", "enqueue-many", (), True),
+    ("drain", "bare.py", "drain", (), False),
+    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "1"), True),
+    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "4"), True),
+    ("drain", "tasks_db_loops.py", "drain", (), True),
+    ("pickup", "bare.py", "pickup", (), False),
+    ("pickup", "procrastinate_loops.py", "pickup", (), True),
+)
+Loop = tuple[str, str, tuple[str, ...], bool]
+PEERS = ("bare", "procrastinate", "tasks-db")
 
 
 def connect(url: str) -> Any:
+    """An autocommit psycopg connection to ``url`` (this environment's psycopg)."""
     import psycopg
 
     parsed = urlparse(url)
@@ -25,53 +51,72 @@ def connect(url: str) -> Any:
         password=unquote(parsed.password or "") or None,
         dbname=unquote(parsed.path.lstrip("/")),
         autocommit=True,
-        prepare_threshold=5,
     )
 
 
-def insert_one_per_transaction(url: str, template_id: int, n: int, tag: str) -> float:
-    """Copy the template row ``n`` times, one INSERT per transaction (the commit floor)."""
-    with connect(url) as conn:
-        columns = [
-            row[0]
-            for row in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
-                "AND column_name NOT IN ('id', 'idempotency_key') ORDER BY ordinal_position",
-                [TABLE],
-            )
-        ]
-        names = ", ".join(columns)
-        statement = (
-            f"INSERT INTO {TABLE} ({names}, idempotency_key) "
-            f"SELECT {names}, %s FROM {TABLE} WHERE id = %s RETURNING id"
+def peers_url(bench_url: str) -> str:
+    """The peers' database: the benchmark's, with ``_peers`` after its name."""
+    parsed = urlparse(bench_url)
+    return parsed._replace(path=parsed.path.rstrip("/") + "_peers").geturl()
+
+
+def create_database(url: str) -> None:
+    parsed = urlparse(url)
+    name = unquote(parsed.path.lstrip("/"))
+    with connect(parsed._replace(path="/postgres").geturl()) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            admin.execute(f'CREATE DATABASE "{name}"')
+
+
+def selected(only: set[str], group: str) -> list[Loop]:
+    """The loops of ``group`` of the peers in ``only`` ("bare", "procrastinate", "tasks-db")."""
+    scripts = {
+        {"bare": "bare.py", "procrastinate": "procrastinate_loops.py"}.get(
+            peer, "tasks_db_loops.py"
         )
-        started = time.perf_counter()
-        for i in range(n):
-            conn.execute(statement, [f"peer:{tag}:{i}", template_id]).fetchone()
-        return n / (time.perf_counter() - started)
+        for peer in only
+    }
+    return [loop[1:] for loop in LOOPS if loop[0] == group and loop[1] in scripts]
 
 
-def drain(url: str, batch: int = 64) -> tuple[int, float]:
-    """Claim ``batch`` due rows, mark them succeeded, repeat: one thread, no job code."""
-    claim = (
-        f"WITH picked AS (SELECT id FROM {TABLE} WHERE state IN ('queued', 'waiting') "
-        "AND run_at <= now() AND engine = 'default' ORDER BY priority, run_at, id "
-        "LIMIT %s FOR UPDATE SKIP LOCKED) "
-        f"UPDATE {TABLE} AS j SET state = 'running', attempts = j.attempts + 1, "
-        "worker_id = 'peer', leased_until = now() + interval '30 seconds', started_at = now() "
-        "FROM picked WHERE j.id = picked.id RETURNING j.id, j.payload"
-    )
-    complete = (
-        f"UPDATE {TABLE} SET state = 'succeeded', ended_at = now(), worker_id = NULL, "
-        "leased_until = NULL WHERE id = ANY(%s) AND worker_id = 'peer'"
-    )
-    done = 0
-    with connect(url) as conn:
-        started = time.perf_counter()
-        while True:
-            ids = [row[0] for row in conn.execute(claim, [batch])]
-            if not ids:
-                break
-            conn.execute(complete, [ids])
-            done += len(ids)
-        return done, done / (time.perf_counter() - started)
+def run_loops(
+    python: Path,
+    bench_url: str,
+    loops: list[Loop],
+    *,
+    jobs: int,
+    batch: int,
+    pickup_jobs: int,
+    pickup_gap: float,
+) -> dict[str, float]:
+    """Run ``loops`` one after the other; return every figure they printed."""
+    figures: dict[str, float] = {}
+    counts = [
+        "--jobs",
+        str(jobs),
+        "--batch",
+        str(batch),
+        "--pickup-jobs",
+        str(pickup_jobs),
+        "--pickup-gap",
+        str(pickup_gap),
+    ]
+    for script, figure, extra, own_database in loops:
+        url = peers_url(bench_url) if own_database else bench_url
+        done = subprocess.run(
+            [str(python), str(SCRIPTS / script), figure, "--url", url, *counts, *extra],
+            cwd=SCRIPTS,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if done.returncode != 0:
+            raise SystemExit(
+                f"The peer loop {script} {figure} exited {done.returncode}:\n"
+                f"{done.stdout}{done.stderr}"
+            )
+        printed = json.loads(done.stdout.strip().splitlines()[-1])
+        for name, value in printed.items():
+            print(f"  {name:<32}{value:>12,.2f}", flush=True)
+        figures.update(printed)
+    return figures

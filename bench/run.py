@@ -1,4 +1,4 @@
-"""Benchmark the PostgreSQL hot path and compare it with the targets.
+"""Benchmark the PostgreSQL hot path beside its peers (``python -m bench --quick``: a smoke run).
 
 Usage, from the repository root::
 
@@ -22,13 +22,14 @@ because every run empties the job table), then measures, each ``--runs`` times:
 - ``pickup``: an idle, already started ``runjobs`` (not burst) while the load generator
   enqueues ``--pickup-jobs`` jobs ``--pickup-gap`` ms apart; the latency of a job is
   ``started_at - run_at`` (the executor writes ``started_at`` when the runner is called);
-- ``peer ...``: bare psycopg loops on the same table (see ``bench/peers.py``), the floor the
-  machine sets at that moment.
+- ``bare: ...``, ``procrastinate: ...``, ``tasks-db: ...``: the peers' loops (see
+  ``bench/peers.py``), each group right after django_jobs' figures of the same kind.
 
-Every figure checks that each enqueued job succeeded. The medians are printed beside the
-targets with the ratio measured / target; "cpu" rows are the CPU time of the enqueuing
-process or of the worker process per job, which the load of other processes disturbs less
-than the wall clock.
+Every figure checks that each enqueued job succeeded. The report (``bench/report.py``) prints
+every figure's runs and median, then django_jobs beside each peer with the median of the
+per-repetition ratios and the goals; "cpu" rows are the CPU time of the enqueuing process or
+of the worker process per job, which the load of other processes disturbs less than the wall
+clock.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import json
 import math
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -53,39 +53,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # ``python bench/run.py`` puts bench/ first, not the root
     sys.path.insert(0, str(ROOT))
 
-from bench import peers  # noqa: E402 - needs the root on sys.path first
+from bench import peers, peers_env, report  # noqa: E402 - needs the root on sys.path first
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
 FIGURES = ("enqueue", "drain", "pickup", "peers")
-
-
-@dataclass(frozen=True)
-class Target:
-    value: float | None
-    higher_is_better: bool
-    unit: str
-
-
-TARGETS: dict[str, Target] = {
-    "enqueue": Target(2_000, True, "jobs/s"),
-    "enqueue x4": Target(2_000, True, "jobs/s"),
-    "enqueue in atomic": Target(None, True, "jobs/s"),
-    "enqueue_many": Target(40_000, True, "jobs/s"),
-    "enqueue_many x4": Target(40_000, True, "jobs/s"),
-    "drain c=1": Target(2_000, True, "jobs/s"),
-    "drain c=4": Target(5_000, True, "jobs/s"),
-    "pickup p50": Target(3.5, False, "ms"),
-    "pickup p95": Target(None, False, "ms"),
-    "pickup p99": Target(15, False, "ms"),
-    "enqueue cpu": Target(None, False, "us/job"),
-    "enqueue_many cpu": Target(None, False, "us/job"),
-    "drain c=1 cpu": Target(None, False, "us/job"),
-    "drain c=4 cpu": Target(None, False, "us/job"),
-    "peer insert 1/tx": Target(None, True, "rows/s"),
-    "peer drain": Target(None, True, "rows/s"),
-}
 
 
 @dataclass
@@ -95,8 +68,11 @@ class Results:
 
     def add(self, name: str, value: float) -> None:
         self.runs.setdefault(name, []).append(value)
-        unit = TARGETS[name].unit
-        print(f"  {name:<20}{fmt(value, unit):>10} {unit}", flush=True)
+        print(f"  {name:<32}{value:>12,.2f} {report.unit(name)}", flush=True)
+
+    def update(self, figures: dict[str, float]) -> None:
+        for name, value in figures.items():
+            self.runs.setdefault(name, []).append(value)
 
 
 # -- set-up -----------------------------------------------------------------------------------
@@ -378,55 +354,37 @@ def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float
     return percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
 
 
-def peer_figures(url: str, n: int, batch: int, tag: str, results: Results) -> None:
-    from bench.jobs import noop
-
-    template = noop.enqueue({"template": tag})
-    results.add("peer insert 1/tx", peers.insert_one_per_transaction(url, template.pk, n, tag))
-    reset()
-    payloads = [{"n": i, "run": tag} for i in range(n)]
-    for start in range(0, n, batch):
-        noop.enqueue_many(payloads[start : start + batch])
-    done, rate = peers.drain(url)
-    if done != n:
-        raise SystemExit(f"The peer drain ran {done} jobs of {n}.")
-    results.add("peer drain", rate)
-
-
-# -- report -----------------------------------------------------------------------------------
-
-
-def fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.2f}" if unit == "ms" else f"{value:,.0f}"
-
-
-def report(results: Results) -> str:
-    head = f"{'figure':<20}{'unit':>7}{'runs':>26}{'median':>10}{'target':>10}{'ratio':>7}  ok"
-    lines = [head, "-" * len(head)]
-    for name in TARGETS:
-        values = results.runs.get(name)
-        if not values:
-            continue
-        target = TARGETS[name]
-        median = statistics.median(values)
-        runs = " ".join(fmt(v, target.unit) for v in values)
-        ratio, ok, goal = "-", "", "-"
-        if target.value is not None:
-            met = median >= target.value if target.higher_is_better else median <= target.value
-            ratio = f"{median / target.value:.2f}"
-            ok = "yes" if met else "NO"
-            goal = ("≥ " if target.higher_is_better else "≤ ") + fmt(target.value, target.unit)
-        lines.append(
-            f"{name:<20}{target.unit:>7}{runs:>26}{fmt(median, target.unit):>10}"
-            f"{goal:>10}{ratio:>7}  {ok}"
+def peer_figures(args: argparse.Namespace, python: Path, results: Results, group: str) -> None:
+    """The selected peers' loops of ``group``, one after the other (see bench/peers.py)."""
+    loops = peers.selected(args.peers, group)
+    results.update(
+        peers.run_loops(
+            python,
+            args.database_url,
+            loops,
+            jobs=args.jobs,
+            batch=args.batch,
+            pickup_jobs=args.pickup_jobs,
+            pickup_gap=args.pickup_gap,
         )
-    return "\n".join(lines)
+    )
 
 
-def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Results) -> None:
+def run_once(
+    args: argparse.Namespace, only: set[str], tag: str, results: Results, python: Path | None
+) -> None:
+    """One repetition. Each group of django_jobs' figures is followed at once by the same
+    figures of the peers, so a ratio compares loops run seconds apart, not minutes."""
+
+    def peers_of(group: str) -> None:
+        if "peers" in only and python is not None:
+            peer_figures(args, python, results, group)
+
     if only & {"enqueue", "drain"}:
+        if "enqueue" in only:  # next to the autocommit figure, its comparison
+            reset()
+            rate, _ = enqueue_one_per_transaction(max(args.jobs // 5, 1), tag, atomic=True)
+            results.add("enqueue in atomic", rate)
         reset()
         rate, cpu = enqueue_one_per_transaction(args.jobs, tag)
         if "enqueue" in only:
@@ -436,12 +394,10 @@ def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Result
             rate, cpu = drain(1, args.jobs)
             results.add("drain c=1", rate)
             results.add("drain c=1 cpu", cpu)
+        peers_of("enqueue")
         if "enqueue" in only:
             reset()
             results.add("enqueue x4", enqueue_from_processes(args.jobs, tag))
-            reset()
-            rate, _ = enqueue_one_per_transaction(max(args.jobs // 5, 1), tag, atomic=True)
-            results.add("enqueue in atomic", rate)
         reset()
         rate, cpu = enqueue_in_batches(args.jobs, args.batch, tag)
         if "enqueue" in only:
@@ -451,9 +407,15 @@ def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Result
             rate, cpu = drain(4, args.jobs)
             results.add("drain c=4", rate)
             results.add("drain c=4 cpu", cpu)
+        peers_of("enqueue_many")
+        peers_of("drain")
         if "enqueue" in only:
             reset()
             results.add("enqueue_many x4", enqueue_from_processes(args.jobs, tag, batch=args.batch))
+    else:
+        peers_of("enqueue")
+        peers_of("enqueue_many")
+        peers_of("drain")
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000
@@ -461,12 +423,13 @@ def run_once(args: argparse.Namespace, only: set[str], tag: str, results: Result
         results.add("pickup p50", p50)
         results.add("pickup p95", p95)
         results.add("pickup p99", p99)
-    if "peers" in only:
-        reset()
-        peer_figures(args.database_url, args.jobs, args.batch, tag, results)
+    peers_of("pickup")
 
 
-def main(argv: list[str] | None = None) -> int:
+QUICK = {"runs": 1, "jobs": 1_000, "batch": 250, "pickup_jobs": 50}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     parser.add_argument("--runs", type=int, default=3, help="repetitions of each figure")
@@ -476,7 +439,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pickup-gap", type=float, default=20, help="ms between paced jobs")
     parser.add_argument("--pickup-concurrency", type=int, default=4)
     parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run of about a minute (each can still be given): "
+        + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()),
+    )
+    parser.add_argument(
         "--only", default=",".join(FIGURES), help=f"comma-separated: {', '.join(FIGURES)}"
+    )
+    parser.add_argument(
+        "--peers",
+        default=",".join(peers.PEERS),
+        help=f"comma-separated peers to run with --only peers: {', '.join(peers.PEERS)}",
     )
     parser.add_argument(
         "--live-events",
@@ -486,27 +460,57 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write every run to this JSON file")
     args = parser.parse_args(argv)
+    if args.quick:  # the quick sizes, unless given on the command line
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
+    args.only = {part.strip() for part in args.only.split(",") if part.strip()}
+    if args.only - set(FIGURES):
+        parser.error(
+            f"--only: unknown {sorted(args.only - set(FIGURES))}; use {', '.join(FIGURES)}"
+        )
+    args.peers = {part.strip() for part in args.peers.split(",") if part.strip()}
+    if args.peers - set(peers.PEERS):
+        parser.error(f"--peers: unknown {sorted(args.peers - set(peers.PEERS))}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     # Read by bench.apps in this process and in every worker it starts.
     os.environ["BENCH_LIVE_EVENTS"] = "1" if args.live_events == "on" else "0"
-    only = {part.strip() for part in args.only.split(",") if part.strip()}
-    if only - set(FIGURES):
-        parser.error(f"--only: unknown {sorted(only - set(FIGURES))}; use {', '.join(FIGURES)}")
-
+    only = args.only
+    python = None
+    if "peers" in only:
+        python = peers_env.ensure()
+        peers.create_database(peers.peers_url(args.database_url))
     prepare_database(args.database_url)
     results = Results()
     load_before = os.getloadavg()
     stamp = time.strftime("%Y%m%d%H%M%S")
     for run in range(1, args.runs + 1):
         print(f"run {run}/{args.runs}", flush=True)
-        run_once(args, only, f"{stamp}-{run}", results)
+        run_once(args, only, f"{stamp}-{run}", results, python)
     reset()
     load_after = os.getloadavg()
+    import django
+    import psycopg
+
+    engine_versions = f"django {django.get_version()}, psycopg {psycopg.__version__}"
+    results.notes.append(f"django_jobs with {engine_versions}, Python {sys.version.split()[0]}")
+    if python is not None:
+        found = peers_env.versions()
+        results.notes.append("peers: " + ", ".join(f"{k} {v}" for k, v in found.items()))
     results.notes.append(
-        f"live events {args.live_events}; load average (1 min) before {load_before[0]:.2f}, "
-        f"after {load_after[0]:.2f}, on {os.cpu_count()} CPUs"
+        f"live events {args.live_events}; {args.runs} run(s) of {args.jobs:,} jobs "
+        f"(batches of {args.batch:,}, pickup {args.pickup_jobs} jobs {args.pickup_gap:g} ms "
+        f"apart); load average (1 min) before {load_before[0]:.2f}, after "
+        f"{load_after[0]:.2f}, on {os.cpu_count()} CPUs"
     )
     print()
-    print(report(results))
+    print(report.figures_table(results.runs))
+    print()
+    print(report.side_by_side(results.runs))
+    print()
     for note in results.notes:
         print(note)
     if args.json:

@@ -1,0 +1,129 @@
+"""The benchmark's report: every figure's runs and median, then django_jobs beside each peer.
+
+Pure functions of the numbers (``{figure: [value per repetition]}``), so a test can check the
+arithmetic on made-up figures. A ratio is always django_jobs / the peer, computed within each
+repetition (the two were measured seconds apart, under the same load) and then the median of
+those ratios is shown: on a shared machine the load moves absolute figures tenfold, the
+ratio of two figures taken together much less.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+Runs = dict[str, list[float]]
+
+
+def unit(figure: str) -> str:
+    if "pickup" in figure:
+        return "ms"
+    if figure.endswith(" cpu"):
+        return "us/job"
+    return "jobs/s"
+
+
+def higher_is_better(figure: str) -> bool:
+    return unit(figure) == "jobs/s"
+
+
+def fmt(value: float | None, figure_unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.2f}" if figure_unit in ("ms", "x") else f"{value:,.0f}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``figure`` (django_jobs) beside ``peer``; with a goal, the ratio figure / peer must be
+    at least (``at_least``) or at most ``goal``."""
+
+    figure: str
+    peer: str
+    goal: float | None = None
+    at_least: bool = True
+
+    def ratios(self, runs: Runs) -> list[float]:
+        """figure / peer in each repetition where both were measured."""
+        return [
+            mine / theirs
+            for mine, theirs in zip(
+                runs.get(self.figure, []), runs.get(self.peer, []), strict=False
+            )
+            if theirs
+        ]
+
+    def met(self, ratio: float) -> bool | None:
+        if self.goal is None:
+            return None
+        return ratio >= self.goal if self.at_least else ratio <= self.goal
+
+
+COMPARISONS: tuple[Comparison, ...] = (
+    Comparison("enqueue", "procrastinate: enqueue", 2.0),
+    Comparison("enqueue", "bare: insert+notify 1/tx", 0.5),
+    Comparison("enqueue", "bare: insert 1/tx"),
+    Comparison("enqueue", "tasks-db: enqueue"),
+    Comparison("enqueue in atomic", "enqueue", 1 / 1.5),
+    Comparison("enqueue_many", "procrastinate: enqueue_many"),
+    Comparison("enqueue_many", "bare: insert 100/tx"),
+    Comparison("enqueue_many", "bare: multi-row insert"),
+    Comparison("enqueue_many", "bare: copy"),
+    Comparison("drain c=1", "bare: drain"),
+    Comparison("drain c=1", "procrastinate: drain c=1"),
+    Comparison("drain c=1", "tasks-db: drain c=1"),
+    Comparison("drain c=4", "procrastinate: drain c=4"),
+    Comparison("pickup p50", "bare: pickup p50", 1.3, at_least=False),
+    Comparison("pickup p99", "bare: pickup p99", 2.0, at_least=False),
+    Comparison("pickup p50", "procrastinate: pickup p50"),
+    Comparison("pickup p99", "procrastinate: pickup p99"),
+)
+
+
+def figures_table(runs: Runs) -> str:
+    """Every figure: its runs and their median."""
+    head = f"{'figure':<28}{'unit':>8}{'median':>10}  runs"
+    lines = [head, "-" * (len(head) + 30)]
+    for name, values in runs.items():
+        if not values:
+            continue
+        u = unit(name)
+        each = " ".join(fmt(v, u) for v in values)
+        lines.append(f"{name:<28}{u:>8}{fmt(statistics.median(values), u):>10}  {each}")
+    return "\n".join(lines)
+
+
+def side_by_side(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) -> str:
+    """django_jobs beside each peer: both medians, the median ratio, the goal and whether it
+    is met. Comparisons missing either figure are left out."""
+    head = (
+        f"{'django_jobs':<20}{'median':>10}  {'beside':<28}{'median':>10}"
+        f"{'ratio':>8}{'goal':>9}  met"
+    )
+    lines = [head, "-" * len(head)]
+    for c in comparisons:
+        ratios = c.ratios(runs)
+        if not ratios:
+            continue
+        ratio = statistics.median(ratios)
+        mine = statistics.median(runs[c.figure])
+        theirs = statistics.median(runs[c.peer])
+        goal, met = "-", ""
+        if c.goal is not None:
+            goal = ("≥ " if c.at_least else "≤ ") + f"{c.goal:.2f}"
+            met = "yes" if c.met(ratio) else "NO"
+        lines.append(
+            f"{c.figure:<20}{fmt(mine, unit(c.figure)):>10}  {c.peer:<28}"
+            f"{fmt(theirs, unit(c.peer)):>10}{ratio:>8.2f}{goal:>9}  {met}"
+        )
+    return "\n".join(lines)
+
+
+def goals_met(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) -> dict[str, bool]:
+    """Each goal measured: "figure / peer" -> met."""
+    found = {}
+    for c in comparisons:
+        ratios = c.ratios(runs)
+        if c.goal is not None and ratios:
+            found[f"{c.figure} / {c.peer}"] = bool(c.met(statistics.median(ratios)))
+    return found

@@ -1,0 +1,216 @@
+"""What keeps the hot path fast, asserted where it can silently regress (PostgreSQL only).
+
+- ``enqueue()`` in autocommit is ONE round trip to the server: counted on the wire (libpq's
+  protocol trace: one ``ReadyForQuery`` per request cycle), so a ``BEGIN``/``COMMIT``, a
+  savepoint, a separate ``pg_notify`` or event insert, or a prepare done on every call would
+  all show.
+- the claim uses the partial claim index with a million ended rows in the table, as a
+  custom plan and as the generic plan a prepared statement may switch to.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import TestCase, TransactionTestCase
+
+from django_jobs import clock
+from django_jobs.events.outbox import writer
+from django_jobs.models import Job, JobEventRecord
+from django_jobs.store import get_store
+from testproject.jobs import noop
+
+
+def skip_unless_postgres() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+
+
+def round_trips(action: Any) -> int:
+    """How many request cycles ``action`` sent on the default connection (libpq trace)."""
+    from psycopg.pq import Trace
+
+    pgconn = connection.connection.pgconn
+    with tempfile.NamedTemporaryFile("w+", suffix=".trace") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+        try:
+            action()
+        finally:
+            pgconn.untrace()
+        lines = Path(trace.name).read_text().splitlines()
+    return sum(1 for line in lines if re.match(r"B\t\d+\tReadyForQuery", line))
+
+
+class EnqueueRoundTripTests(TransactionTestCase):
+    def setUp(self) -> None:
+        skip_unless_postgres()
+
+    def tearDown(self) -> None:
+        writer.flush()
+
+    def test_an_enqueue_in_autocommit_is_one_round_trip_with_live_events_on(self):
+        # Django's default: psycopg never prepares on its own (prepare_threshold None).
+        connection.ensure_connection()
+        saved = connection.connection.prepare_threshold
+        connection.connection.prepare_threshold = None
+        try:
+            for i in range(3):  # warm: the connection, and whatever the engine sets up once
+                noop.enqueue({"warm": i})
+            assert round_trips(lambda: noop.enqueue({"n": 1})) == 1
+            assert round_trips(lambda: [noop.enqueue({"n": n}) for n in range(2, 12)]) == 10
+        finally:
+            connection.connection.prepare_threshold = saved
+        # Each was stored with its job.created event (live events are on in the test project).
+        assert JobEventRecord.objects.filter(type="job.created").count() == 14
+        assert Job.objects.count() == 14
+
+    def test_with_a_prepare_threshold_still_one_round_trip_once_prepared(self):
+        connection.ensure_connection()
+        assert connection.connection.prepare_threshold is not None  # the test project's 5
+        for i in range(8):
+            noop.enqueue({"warm": i})
+        assert round_trips(lambda: [noop.enqueue({"n": n}) for n in range(10)]) == 10
+
+
+class EnginePreparesTests(TransactionTestCase):
+    """The engine prepares its own statements with Django's default options, and never
+    where the settings say prepared statements must not be used (PgBouncer before 1.21)."""
+
+    def setUp(self) -> None:
+        skip_unless_postgres()
+        self.saved = (dict(connection.settings_dict["OPTIONS"]), connection.settings_dict.copy())
+
+    def tearDown(self) -> None:
+        options, saved = self.saved
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        connection.settings_dict["OPTIONS"] = options
+        writer.flush()
+
+    def prepared_inserts_after_enqueues(self, **settings: Any) -> int:
+        connection.close()
+        options = settings.pop("OPTIONS", {})
+        connection.settings_dict["OPTIONS"] = options
+        connection.settings_dict.update(settings)
+        for i in range(8):
+            noop.enqueue({"n": i, "settings": repr(settings), "options": repr(options)})
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_prepared_statements "
+                "WHERE statement LIKE %s AND statement LIKE %s",
+                ["%INSERT INTO django_jobs_job%", "%pg_notify%"],
+            )
+            return cursor.fetchone()[0]
+
+    def test_prepared_with_the_default_options(self):
+        assert self.prepared_inserts_after_enqueues() == 1
+        # Django's own (client-side binding) queries are not prepared by the threshold set.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_prepared_statements WHERE statement "
+                "NOT LIKE %s AND statement NOT LIKE %s",
+                ["%django_jobs_job%", "%django_jobs_jobevent%"],
+            )
+            assert cursor.fetchone()[0] == 0
+
+    def test_prepared_with_a_threshold_of_the_users(self):
+        assert self.prepared_inserts_after_enqueues(OPTIONS={"prepare_threshold": 100}) == 1
+
+    def test_never_prepared_when_the_settings_forbid_it(self):
+        assert self.prepared_inserts_after_enqueues(OPTIONS={"prepare_threshold": None}) == 0
+        assert self.prepared_inserts_after_enqueues(DISABLE_SERVER_SIDE_CURSORS=True) == 0
+        # Behind PgBouncer with a threshold of the user's: psycopg applies it, the engine
+        # adds nothing (8 enqueues stay under 100).
+        forbidden = {"DISABLE_SERVER_SIDE_CURSORS": True, "OPTIONS": {"prepare_threshold": 100}}
+        assert self.prepared_inserts_after_enqueues(**forbidden) == 0
+
+
+def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes += plan_nodes(child)
+    return nodes
+
+
+def numbered(sql: str) -> str:
+    """The statement with ``$1, $2, ...`` for its ``%s``/``%b`` placeholders (for PREPARE)."""
+    count = 0
+
+    def number(_: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        return f"${count}"
+
+    return re.sub(r"%[sb]", number, sql).replace("%%", "%")
+
+
+class ClaimPlanTests(TestCase):
+    ENDED = 1_000_000
+
+    def setUp(self) -> None:
+        skip_unless_postgres()
+
+    def test_the_claim_uses_the_claim_index_with_a_million_ended_rows(self):
+        table = Job._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (kind, queue, engine, state, priority, attempts, "
+                "max_attempts, log, version, cancel_requested, wake_requested, run_at, "
+                "created_at, started_at, ended_at, timestamps_derived) "
+                "SELECT 'old.job', 'default', 'default', "
+                "CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END, 0, 1, 1, '[]', '', "
+                "false, false, t, t, t, t, false "
+                "FROM generate_series(1, %s) AS g, "
+                "LATERAL (SELECT now() - g * interval '1 second' AS t) AS at",
+                [self.ENDED],
+            )
+            cursor.execute(f"ANALYZE {table}")
+        noop.enqueue_many([{"due": i} for i in range(20)])
+
+        # The store's own statement, as it sends it.
+        sent: list[tuple[str, list[Any]]] = []
+
+        def capture(execute, sql, params, many, context):
+            sent.append((sql, list(params)))
+            return execute(sql, params, many, context)
+
+        now = clock.now()
+        with connection.execute_wrapper(capture):
+            claimed = get_store().claim(
+                engine="default",
+                worker_id="w",
+                limit=64,
+                now=now,
+                leased_until=now + timedelta(seconds=30),
+            )
+        assert len(claimed) == 20
+        [(sql, params)] = [(s, p) for s, p in sent if "FOR UPDATE SKIP LOCKED" in s]
+
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            custom = cursor.fetchone()[0]
+            cursor.execute(f"PREPARE claim_plan_probe AS {numbered(sql)}")
+            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            marks = ", ".join(["%s"] * len(params))
+            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE claim_plan_probe ({marks})", params)
+            generic = cursor.fetchone()[0]
+            cursor.execute("DEALLOCATE claim_plan_probe")
+        for name, found in (("custom", custom), ("generic", generic)):
+            plan = found if isinstance(found, list) else json.loads(found)
+            nodes = plan_nodes(plan[0]["Plan"])
+            assert any(n.get("Index Name") == "django_jobs_claim_idx" for n in nodes), (
+                name,
+                plan,
+            )
+            assert not any(
+                n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes
+            ), (name, plan)
