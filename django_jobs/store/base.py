@@ -375,8 +375,21 @@ class Store:
 
         A ``queued`` job starts a new attempt (``attempts + 1``); a ``waiting`` job being
         re-asked keeps its attempt. Jobs come back in claim order: priority, run_at, id.
+        The statement is ``claim_statement``'s, so what ``explain`` shows is what runs.
         """
-        raise NotImplementedError
+        jobs = self.jobs_from(
+            *self.claim_statement(
+                engine=engine,
+                worker_id=worker_id,
+                limit=limit,
+                now=now,
+                leased_until=leased_until,
+                queues=queues,
+                skip=skip,
+            )
+        )
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
 
     def claim_statement(
         self,

@@ -262,31 +262,6 @@ class PostgresStore(Store):
             for engine in sorted(engines):
                 cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, engine])
 
-    def claim(
-        self,
-        *,
-        engine: str | None,
-        worker_id: str,
-        limit: int,
-        now: datetime,
-        leased_until: datetime,
-        queues: list[str] | None = None,
-        skip: ClaimSkip | None = None,
-    ) -> list[Job]:
-        jobs = self.jobs_from(
-            *self.claim_statement(
-                engine=engine,
-                worker_id=worker_id,
-                limit=limit,
-                now=now,
-                leased_until=leased_until,
-                queues=queues,
-                skip=skip,
-            )
-        )
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return jobs
-
     def claim_statement(
         self,
         *,

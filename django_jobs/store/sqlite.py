@@ -85,31 +85,6 @@ class SQLiteStore(Store):
             [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
         )
 
-    def claim(
-        self,
-        *,
-        engine: str | None,
-        worker_id: str,
-        limit: int,
-        now: datetime,
-        leased_until: datetime,
-        queues: list[str] | None = None,
-        skip: ClaimSkip | None = None,
-    ) -> list[Job]:
-        jobs = self.raw_jobs(
-            *self.claim_statement(
-                engine=engine,
-                worker_id=worker_id,
-                limit=limit,
-                now=now,
-                leased_until=leased_until,
-                queues=queues,
-                skip=skip,
-            )
-        )
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return jobs
-
     explain_prefix = "EXPLAIN QUERY PLAN "
 
     def explain(self, sql: str, params: list[Any]) -> list[str]:
