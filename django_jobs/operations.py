@@ -144,6 +144,13 @@ def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, An
                 job.state, job.ended_at = "failed", now
                 job.error = f"Step {step!r} was resolved as failed by an operator."
             job.save(using=alias)
+            # As ``retry`` does: idle workers wake for the queued job, and its watchers hear
+            # of the change (``job.retrying`` or ``job.failed``).
+            if job.state == "queued":
+                get_store(alias).notify({job.engine})
+                publish_after_commit("job.retrying", job, alias=alias)
+            else:
+                publish_after_commit("job.failed", job, alias=alias)
     return job_json(job)
 
 

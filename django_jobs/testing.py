@@ -9,11 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import clock
-from .conf import jobs_settings
-from .engine.context import LiveState
-from .engine.events import STATE_EVENTS, publish
 from .engine.executor import Executor
-from .engine.limits import claim_within_limits
+from .engine.runner import run_next
 from .store import get_store
 
 if TYPE_CHECKING:
@@ -30,31 +27,16 @@ def run_until_idle(
     """Run due jobs (all engines when ``engine`` is None) until none is due now; return them.
 
     A retry that is due at the current clock runs in the same call. Jobs come back as they
-    ended, in the order they ran (a job that ran twice appears twice).
+    ended, in the order they ran (a job that ran twice appears twice). Caps and rates hold as
+    for a worker: a job they do not allow now is not due.
     """
     store = get_store()
     executor = Executor(INLINE_WORKER)
-    lease = jobs_settings.lease
     ran: list[Job] = []
     while max_jobs is None or len(ran) < max_jobs:
-        now = clock.now()
-        claimed = claim_within_limits(
-            store,
-            engine=engine,
-            worker_id=INLINE_WORKER,
-            limit=1,
-            now=now,
-            leased_until=now + lease,
-            queues=queues,
-        )
-        if not claimed:
+        job = run_next(store, executor, engine=engine, queues=queues)
+        if job is None:
             break
-        job = claimed[0]
-        publish("job.started", job)
-        outcome = executor.run(job, LiveState(job))
-        store.record([outcome])
-        job.refresh_from_db(using=store.alias)
-        publish(STATE_EVENTS[job.state], job)
         ran.append(job)
     return ran
 

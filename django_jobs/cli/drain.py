@@ -11,7 +11,11 @@ from typing import Any
 
 from .. import clock
 from ..conf import jobs_settings
+from ..engine.executor import Executor
+from ..engine.runner import run_next
+from ..engine.worker import make_worker_id
 from ..models import Job
+from ..store import get_store
 from . import BadInput
 
 logger = logging.getLogger("django_jobs.cli")
@@ -26,18 +30,13 @@ def drain(
 ) -> list[Job]:
     """Run up to ``limit`` due jobs in this process, one at a time; return them as they ended.
 
-    The same steps as ``django_jobs.testing.run_until_idle`` (claim one, execute, record,
-    publish), under a worker id of its own and with a heartbeat: a long job keeps its lease, so
-    a worker running beside the drain never takes it for a crashed one, and a cancel reaches it.
+    The same steps as ``django_jobs.testing.run_until_idle`` (``engine.runner.run_next``: claim
+    one within the caps and rates, execute, record, publish), under a worker id of its own and
+    with a heartbeat: a long job keeps its lease, so a worker running beside the drain never
+    takes it for a crashed one, and a cancel reaches it.
     ``progress(n, job)`` is called after each run. A retry that falls due at once runs again
     within the limit, so a job can appear more than once.
     """
-    from ..engine.context import LiveState
-    from ..engine.events import STATE_EVENTS, publish
-    from ..engine.executor import Executor
-    from ..engine.worker import make_worker_id
-    from ..store import get_store
-
     if limit < 1:
         raise BadInput(f"--limit must be at least 1, not {limit}.")
     if engine is not None and engine not in jobs_settings.engine_names():
@@ -46,34 +45,19 @@ def drain(
             f"{', '.join(jobs_settings.engine_names())}."
         )
     store = get_store()
-    worker_id = make_worker_id("drain")
-    executor = Executor(worker_id)
-    lease = jobs_settings.lease
+    executor = Executor(make_worker_id("drain"))
     ran: list[Job] = []
-    with _Heartbeat(store, worker_id, lease) as heartbeat:
+    with _Heartbeat(store, executor.worker_id, jobs_settings.lease) as heartbeat:
         while len(ran) < limit:
-            now = clock.now()
-            claimed = store.claim(
+            job = run_next(
+                store,
+                executor,
                 engine=engine,
-                worker_id=worker_id,
-                limit=1,
-                now=now,
-                leased_until=now + lease,
                 queues=list(queues) if queues else None,
+                watch=heartbeat.watch,
             )
-            if not claimed:
+            if job is None:
                 break
-            job = claimed[0]
-            live = LiveState(job)
-            publish("job.started", job)
-            heartbeat.watch(job, live)
-            try:
-                outcome = executor.run(job, live)
-            finally:
-                heartbeat.watch(None, None)
-            store.record([outcome])
-            job.refresh_from_db(using=store.alias)
-            publish(STATE_EVENTS[job.state], job)
             ran.append(job)
             if progress is not None:
                 progress(len(ran), job)

@@ -17,6 +17,8 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import override_settings
+from django.utils import timezone
 
 from django_jobs import Uncertain, job, operations
 from django_jobs.cli import EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_REFUSED
@@ -445,3 +447,32 @@ def test_drain_keeps_the_lease_of_a_long_job(spawn, tmp_path):
     assert drain.wait() == 0, drain.output()
     assert f"ran 1/1: #{long_job.pk} test.slow -> succeeded" in drain.output()
     assert Job.objects.get(pk=long_job.pk).state == "succeeded"
+
+
+@override_settings(JOBS={"CAPS": {"global": None, "queues": {}, "tenant": 1}})
+def test_drain_honours_a_tenant_cap():
+    # Another worker runs one of acme's jobs: with a cap of one per tenant, the drain passes
+    # over acme's queued jobs and runs bolt's.
+    busy = record.enqueue({"n": "busy"}, tenant="acme")
+    now = timezone.now()
+    Job.objects.filter(pk=busy.pk).update(
+        state="running", attempts=1, worker_id="elsewhere", leased_until=now + timedelta(hours=1)
+    )
+    acme = record.enqueue({"n": "acme"}, tenant="acme")
+    bolt = record.enqueue({"n": "bolt"}, tenant="bolt")
+
+    ran = jobs_json("drain")
+    assert [r["id"] for r in ran] == [bolt.pk]
+    assert Job.objects.get(pk=acme.pk).state == "queued"
+    assert Job.objects.get(pk=acme.pk).attempts == 0  # passed over, no attempt used
+
+
+@override_settings(JOBS={"RATES": {"mail": "1/h"}})
+def test_drain_honours_a_queue_rate():
+    with time_machine.travel(T0, tick=False):
+        mails = [record.enqueue({"n": n}, queue="mail") for n in range(3)]
+        ran = jobs_json("drain")
+    assert [r["id"] for r in ran] == [mails[0].pk]
+    assert set(
+        Job.objects.filter(pk__in=[m.pk for m in mails[1:]]).values_list("state", flat=True)
+    ) == {"queued"}

@@ -88,7 +88,15 @@ def test_a_runs_events_carry_the_job_without_payload_or_result(
     run_until_idle()
 
     rows = rows_of(job)
-    assert [r.type for r in rows] == ["job.created", "job.log", "job.started", "job.succeeded"]
+    # The runner's own log line and progress are published as a worker publishes them.
+    assert [r.type for r in rows] == [
+        "job.created",
+        "job.log",
+        "job.started",
+        "job.log",
+        "job.progress",
+        "job.succeeded",
+    ]
     for row in rows:
         data = data_of(row)
         assert data["type"] == row.type
@@ -100,8 +108,10 @@ def test_a_runs_events_carry_the_job_without_payload_or_result(
         assert data["job"]["owner"] == api_users.member.pk
         assert row.owner == str(api_users.member.pk)
     assert data_of(rows[1])["line"] == "a line"
+    assert data_of(rows[3])["line"] == "hello events"
+    assert data_of(rows[4])["job"]["progress"] == {"stage": "done", "percent": 100}
     states = [data_of(r)["job"]["state"] for r in rows]
-    assert states == ["queued", "queued", "running", "succeeded"]
+    assert states == ["queued", "queued", "running", "running", "running", "succeeded"]
     succeeded = data_of(rows[-1])
     assert succeeded["job"]["progress"] == {"stage": "done", "percent": 100}
     assert succeeded["at"] == rows[-1].created_at.isoformat()
@@ -308,7 +318,8 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
     old_ids = [r.pk for r in rows_of(old)]
     with time_machine.travel(start + timedelta(hours=25), tick=False):
         assert prune_events() == len(old_ids)  # default retention: one day
-    assert rows_of(old) == [] and len(rows_of(recent)) == 2
+    # started, the log line, the progress, succeeded
+    assert rows_of(old) == [] and len(rows_of(recent)) == 4
 
     upto = current_id()
     pruned = replay(channel, old_ids[0], upto)
@@ -322,11 +333,11 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
     assert pruned.last_id == rows_of(recent)[-1].pk
     # The newest id of the channel is still a good place to resume from.
     resumed = frames(replay(channel, rows_of(recent)[0].pk, upto).body)
-    assert [f["id"] for f in resumed] == [f"{channel}:{rows_of(recent)[1].pk}"]
+    assert [f["id"] for f in resumed] == [f"{channel}:{r.pk}" for r in rows_of(recent)[1:]]
 
     settings.JOBS = {**settings.JOBS, "EVENT_RETENTION": "1h"}
     with time_machine.travel(start + timedelta(hours=25), tick=False):
-        assert prune_events() == 2
+        assert prune_events() == 4
     settings.JOBS = {**settings.JOBS, "EVENT_RETENTION": None}
     assert prune_events() == 0  # keep everything
     assert prune_events(older_than="0s") == 0

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from django_jobs import IdempotencyRequired, JobDuplicate, UnknownKind, job
-from django_jobs.registry import lookup, unregister
+from django_jobs.registry import all_handles, lookup, unregister
 
 
 def test_idempotency_key_is_required_at_decoration():
@@ -44,12 +44,21 @@ def test_one_kind_on_two_engines_is_a_duplicate():
 
 
 def test_reimporting_the_same_function_is_not_a_duplicate():
-    def runner(ctx):
-        return None
+    # A module imported twice (autoreload, a test importing it by another path) defines the
+    # same function again: a new object with the same module and qualified name.
+    source = "def runner(ctx):\n    return 'run'\n"
+    first_import: dict = {"__name__": "unit_reimported"}
+    second_import: dict = {"__name__": "unit_reimported"}
+    exec(source, first_import)
+    exec(source, second_import)
+    assert first_import["runner"] is not second_import["runner"]
 
-    job("unit.same", idempotency_key="payload")(runner)
+    first = job("unit.same", idempotency_key="payload")(first_import["runner"])
     try:
-        job("unit.same", idempotency_key="payload")(runner)
+        again = job("unit.same", idempotency_key="payload")(second_import["runner"])
+        assert again.kind == first.kind == "unit.same"
+        assert lookup("unit.same").func(None) == "run"
+        assert sum(h.kind == "unit.same" for h in all_handles()) == 1
     finally:
         unregister("unit.same")
 

@@ -1,0 +1,77 @@
+"""Run one due job in the calling thread: claim it within the limits, execute, record, publish.
+
+``run_until_idle`` (tests) and ``manage.py jobs drain`` call ``run_next`` in a loop; the worker
+(``engine.worker``) does the same stages in batches across its threads. So every way of running
+jobs claims through ``claim_within_limits`` (CAPS and RATES hold for all of them) and publishes
+the same events in the same order: ``job.started``, the last log lines and progress, then the
+event of the state the job ended in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .. import clock
+from ..conf import jobs_settings
+from .context import LiveState
+from .events import STATE_EVENTS, publish
+from .executor import Executor
+from .limits import claim_within_limits
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from ..store import Store
+
+
+def run_next(
+    store: Store,
+    executor: Executor,
+    *,
+    engine: str | None = None,
+    queues: list[str] | None = None,
+    watch: Callable[[Job | None, LiveState | None], None] | None = None,
+) -> Job | None:
+    """Claim one due job for ``executor``'s worker id, run it and record its outcome.
+
+    Returns the job as it was recorded (re-read from the row), or None when nothing is due
+    that the caps and rates allow. ``watch(job, live)`` is told of the job while it runs and
+    ``watch(None, None)`` after (``jobs drain`` keeps its lease alive with it).
+    """
+    now = clock.now()
+    claimed = claim_within_limits(
+        store,
+        engine=engine,
+        worker_id=executor.worker_id,
+        limit=1,
+        now=now,
+        leased_until=now + jobs_settings.lease,
+        queues=queues,
+    )
+    if not claimed:
+        return None
+    job = claimed[0]
+    live = LiveState(job)
+    publish("job.started", job)
+    if watch is not None:
+        watch(job, live)
+    try:
+        outcome = executor.run(job, live)
+    finally:
+        if watch is not None:
+            watch(None, None)
+    written = outcome.job_id in store.record([outcome])
+    if written:
+        # The runner's last lines and progress, taken with the outcome: published as of
+        # before the state changed, as the worker does.
+        job.progress = outcome.progress if outcome.progress is not None else job.progress
+        job.log = outcome.log if outcome.log is not None else job.log
+        lines, progress_changed = live.final
+        for line in lines:
+            publish("job.log", job, line=line)
+        if progress_changed:
+            publish("job.progress", job)
+    job.refresh_from_db(using=store.alias)
+    if written:
+        publish(STATE_EVENTS[job.state], job)
+    return job
