@@ -249,11 +249,10 @@ class Executor:
             )
             text = describe_exception(exc)
             run_at = None
-        if job.attempts < job.max_attempts:
+        decision = handle.retry.decide(job.attempts, now, limit=job.max_attempts)
+        if decision.retry:
             outcome = self._base(job, started, "queued", live)
-            # An operator retry grants a fresh set of attempts: count within the current set.
-            nth = max(1, job.attempts - (job.max_attempts - handle.retry.attempts))
-            outcome.run_at = run_at or now + timedelta(milliseconds=handle.retry.delay_ms(nth))
+            outcome.run_at = run_at or decision.run_at
             outcome.error = cap_error(text)
             return outcome
         spent = MaxAttempts(

@@ -82,13 +82,19 @@ class Retry:
         half = base / 2
         return int(half + self._rng.uniform(0, half))
 
-    def decide(self, attempt: int, now: datetime) -> RetryDecision:
-        """After attempt number ``attempt`` failed at ``now``: retry, or give up."""
-        if attempt >= self.attempts:
+    def decide(self, attempt: int, now: datetime, *, limit: int | None = None) -> RetryDecision:
+        """After attempt number ``attempt`` failed at ``now``: retry, or give up.
+
+        ``limit`` is the job's own attempt limit (``Job.max_attempts``) when it is not
+        ``attempts``: an operator's retry grants a fresh set of attempts on top of those used,
+        and a job admitted under an older policy keeps its limit. The delay then grows within
+        the last set: the first failure of a fresh set waits the first delay again.
+        """
+        limit = self.attempts if limit is None else limit
+        if attempt >= limit:
             return RetryDecision(retry=False)
-        return RetryDecision(
-            retry=True, run_at=now + timedelta(milliseconds=self.delay_ms(attempt))
-        )
+        nth = max(1, attempt - (limit - self.attempts))
+        return RetryDecision(retry=True, run_at=now + timedelta(milliseconds=self.delay_ms(nth)))
 
     def as_json(self) -> dict[str, object]:
         return {

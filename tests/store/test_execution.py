@@ -21,6 +21,7 @@ from django_jobs import (
     retry,
     wake_waiting,
 )
+from django_jobs.engine.retry import RetryDecision
 from django_jobs.models import Job
 from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
@@ -93,6 +94,29 @@ class RetryScheduleTests(TestCase):
             assert data["state"] == "queued" and data["max_attempts"] == 6
             [again] = run_until_idle()
             assert again.attempts == 4 and again.state == "queued"
+
+    def test_the_kinds_retry_policy_decides(self):
+        # The executor asks the policy's ``decide``: a policy of its own is obeyed as it says.
+        later = T0 + timedelta(days=2)
+
+        class AtNoon(Retry):
+            def decide(self, attempt, now, *, limit=None):
+                return RetryDecision(retry=attempt < 2, run_at=later)
+
+        @job("unit.noon", idempotency_key="payload", retry=AtNoon(attempts=5))
+        def fails(ctx):
+            raise ValueError("again")
+
+        try:
+            with time_machine.travel(T0, tick=False) as clock:
+                fails.enqueue({})
+                [first] = run_until_idle()
+                assert first.state == "queued" and first.run_at == later
+                clock.move_to(later)
+                [second] = run_until_idle()
+                assert second.state == "failed" and second.attempts == 2  # decide said stop
+        finally:
+            unregister("unit.noon")
 
     def test_retry_refuses_live_and_succeeded_jobs(self):
         job_ = noop.enqueue({})

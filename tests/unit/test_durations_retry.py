@@ -80,3 +80,15 @@ def test_decide_gives_up_after_the_last_attempt():
     assert policy.decide(1, now).run_at == now + timedelta(seconds=10)
     assert policy.decide(2, now).run_at == now + timedelta(seconds=20)
     assert policy.decide(3, now).retry is False
+
+
+def test_decide_counts_within_the_jobs_own_limit():
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    policy = Retry(attempts=3, delay="10s", jitter=False)
+    # An operator's retry after 3 spent attempts grants 3 more (limit 6): the 4th attempt's
+    # failure waits the first delay again, the 5th the second, the 6th gives up.
+    assert policy.decide(4, now, limit=6).run_at == now + timedelta(seconds=10)
+    assert policy.decide(5, now, limit=6).run_at == now + timedelta(seconds=20)
+    assert policy.decide(6, now, limit=6).retry is False
+    # Admitted under an older policy of one attempt: that limit holds.
+    assert policy.decide(1, now, limit=1).retry is False
