@@ -1,6 +1,8 @@
-"""The benchmark's own kind: a no-op, so the figures measure the queue and nothing else."""
+"""The benchmark's own kinds: no-ops, so the figures measure the queue and nothing else."""
 
 from __future__ import annotations
+
+import asyncio
 
 from django_jobs import job
 
@@ -10,3 +12,17 @@ KIND = "bench.noop"
 @job(KIND, idempotency_key="payload")
 def noop(ctx: object) -> None:
     return None
+
+
+@job("bench.async_noop", idempotency_key="payload")
+async def async_noop(ctx: object) -> None:
+    return None
+
+
+#: How long each ``async_sleep`` job awaits: the jobs of a wave should overlap.
+ASYNC_SLEEP = 0.2
+
+
+@job("bench.async_sleep", idempotency_key="payload")
+async def async_sleep(ctx: object) -> None:
+    await asyncio.sleep(ASYNC_SLEEP)

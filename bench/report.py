@@ -18,6 +18,8 @@ Runs = dict[str, list[float]]
 def unit(figure: str) -> str:
     if "pickup" in figure:
         return "ms"
+    if figure.endswith("(s)"):
+        return "s"
     if figure.endswith(" cpu"):
         return "us/job"
     return "jobs/s"
@@ -30,7 +32,7 @@ def higher_is_better(figure: str) -> bool:
 def fmt(value: float | None, figure_unit: str) -> str:
     if value is None:
         return "-"
-    return f"{value:,.2f}" if figure_unit in ("ms", "x") else f"{value:,.0f}"
+    return f"{value:,.2f}" if figure_unit in ("ms", "s", "x") else f"{value:,.0f}"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison("drain c=1", "procrastinate: drain c=1"),
     Comparison("drain c=1", "tasks-db: drain c=1"),
     Comparison("drain c=4", "procrastinate: drain c=4"),
+    Comparison("drain async c=50", "drain c=50", 0.5),
     Comparison("pickup p50", "bare: pickup p50", 1.3, at_least=False),
     Comparison("pickup p99", "bare: pickup p99", 2.0, at_least=False),
     Comparison("pickup p50", "procrastinate: pickup p50"),

@@ -58,7 +58,7 @@ from bench import peers, peers_env, report  # noqa: E402 - needs the root on sys
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
-FIGURES = ("enqueue", "drain", "pickup", "peers")
+FIGURES = ("enqueue", "drain", "async", "pickup", "peers")
 
 
 @dataclass
@@ -118,12 +118,12 @@ def sql(query: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
-def check_all_succeeded(expected: int, since_id: int = 0) -> None:
+def check_all_succeeded(expected: int, since_id: int = 0, kind: str | None = None) -> None:
     from bench.jobs import KIND
 
     rows = sql(
         "SELECT state, COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s GROUP BY state",
-        [KIND, since_id],
+        [kind or KIND, since_id],
     )
     counts = dict(rows)
     if counts != {"succeeded": expected}:
@@ -281,14 +281,37 @@ class Worker:
         self.wait(60)
 
 
-def drain(concurrency: int, expected: int) -> tuple[float, float]:
+def drain(concurrency: int, expected: int, kind: str | None = None) -> tuple[float, float]:
     """Run one burst worker; return (jobs/s from ready to the last end, CPU us per job)."""
     worker = Worker("--burst", "--concurrency", str(concurrency))
     ready = worker.wait_ready()
     cpu = worker.wait()
-    check_all_succeeded(expected)
+    check_all_succeeded(expected, kind=kind)
     (last_end,) = sql("SELECT MAX(ended_at) FROM django_jobs_job")[0]
     return expected / (last_end.timestamp() - ready), cpu / expected * 1e6
+
+
+ASYNC_CONCURRENCY = 50
+ASYNC_SLEEPERS = 100
+
+
+def async_figures(n: int, batch: int, tag: str, results: Results) -> None:
+    """Async runners beside sync ones at the same concurrency: ``n`` no-ops of each, then
+    ``ASYNC_SLEEPERS`` jobs that each await ``asyncio.sleep``: their wall time shows whether
+    they overlap (one at a time would take ``ASYNC_SLEEPERS * ASYNC_SLEEP`` seconds)."""
+    from bench.jobs import async_noop, async_sleep, noop
+
+    for handle, figure in ((noop, "drain c=50"), (async_noop, "drain async c=50")):
+        reset()
+        payloads = [{"n": i, "run": tag} for i in range(n)]
+        for start in range(0, n, batch):
+            handle.enqueue_many(payloads[start : start + batch])
+        rate, _ = drain(ASYNC_CONCURRENCY, n, handle.kind)
+        results.add(figure, rate)
+    reset()
+    async_sleep.enqueue_many([{"n": i, "run": tag} for i in range(ASYNC_SLEEPERS)])
+    rate, _ = drain(ASYNC_CONCURRENCY, ASYNC_SLEEPERS, async_sleep.kind)
+    results.add(f"async sleep x{ASYNC_SLEEPERS} c=50 (s)", ASYNC_SLEEPERS / rate)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -416,6 +439,8 @@ def run_once(
         peers_of("enqueue")
         peers_of("enqueue_many")
         peers_of("drain")
+    if "async" in only:
+        async_figures(args.jobs // 10 or 1, args.batch, tag, results)
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000

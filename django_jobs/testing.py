@@ -31,7 +31,7 @@ def run_until_idle(
     for a worker: a job they do not allow now is not due.
     """
     store = get_store()
-    executor = Executor(INLINE_WORKER)
+    executor = Executor(INLINE_WORKER, inline=True)
     ran: list[Job] = []
     while max_jobs is None or len(ran) < max_jobs:
         job = run_next(store, executor, engine=engine, queues=queues)

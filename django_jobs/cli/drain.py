@@ -45,7 +45,7 @@ def drain(
             f"{', '.join(jobs_settings.engine_names())}."
         )
     store = get_store()
-    executor = Executor(make_worker_id("drain"))
+    executor = Executor(make_worker_id("drain"), inline=True)
     ran: list[Job] = []
     with _Heartbeat(store, executor.worker_id, jobs_settings.lease) as heartbeat:
         while len(ran) < limit:

@@ -13,6 +13,8 @@ import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import async_to_sync
+
 from .. import clock
 from ..exceptions import (
     Blocked,
@@ -30,6 +32,7 @@ from ..registry import JobHandle, ensure_json, get
 from ..store import Outcome
 from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
+from .loops import run_async
 from .steps import Suspend
 
 if TYPE_CHECKING:
@@ -90,10 +93,16 @@ def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
 
 
 class Executor:
-    """Runs jobs for one worker (or for ``run_until_idle``)."""
+    """Runs jobs for one worker (or, ``inline``, for ``run_until_idle`` and ``jobs drain``).
 
-    def __init__(self, worker_id: str) -> None:
+    ``inline``: an async runner's database calls run on the calling thread, on its own
+    connection, so a test's transaction holds them too. Otherwise each executor thread keeps
+    an event loop and a database thread of its own for its async jobs (``engine.loops``).
+    """
+
+    def __init__(self, worker_id: str, *, inline: bool = False) -> None:
         self.worker_id = worker_id
+        self.inline = inline
 
     def run(self, job: Job, live: LiveState | None = None) -> Outcome:
         live = live or LiveState(job)
@@ -173,7 +182,10 @@ class Executor:
                     "faster or raise timeout= on @job."
                 ) from exc
 
-        return asyncio.run(main())
+        if self.inline:
+            # The runner's ``sync_to_async`` calls come back to this thread, to its connection.
+            return async_to_sync(main)()
+        return run_async(main)
 
     # -- classification -----------------------------------------------------------------------
 

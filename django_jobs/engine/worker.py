@@ -34,25 +34,12 @@ from .context import LiveState
 from .events import STATE_EVENTS, publish
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
+from .loops import close_thread_loop, drop_broken_connections
 
 logger = logging.getLogger("django_jobs.worker")
 
 _STOP = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
-
-
-def drop_broken_connections() -> None:
-    """Close this thread's connections that broke, keep the healthy ones open.
-
-    Unlike ``close_old_connections``, a worker thread keeps its connections between jobs even
-    with ``CONN_MAX_AGE = 0``: reconnecting for every job would cost more than a no-op job.
-    """
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()
 
 
 def make_worker_id(engine: str) -> str:
@@ -289,6 +276,7 @@ class Worker:
                 self.wake.set()
         finally:
             self.abandoned.discard(me)
+            close_thread_loop()
             connections.close_all()
 
     def _supervise_executors(self, *, replace: bool = True) -> None:

@@ -44,6 +44,7 @@ def test_units_and_the_figures_table():
     assert unit("enqueue") == "jobs/s"
     assert unit("bare: pickup p99") == "ms"
     assert unit("drain c=4 cpu") == "us/job"
+    assert unit("async sleep x100 c=50 (s)") == "s"
     table = figures_table({"enqueue": [1_234.4, 1_000.0], "pickup p50": [1.234]})
     assert "1,117" in table  # median of the two runs
     assert "1,234 1,000" in table
@@ -58,4 +59,5 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         ("enqueue in atomic", "enqueue", 1 / 1.5, True),
         ("pickup p50", "bare: pickup p50", 1.3, False),
         ("pickup p99", "bare: pickup p99", 2.0, False),
+        ("drain async c=50", "drain c=50", 0.5, True),
     }
