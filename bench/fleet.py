@@ -1,0 +1,178 @@
+"""The fleet: 1, 2, 4 and 8 ``runjobs`` processes draining one queue, with the database's CPU.
+
+Usage, from the repository root, with a local PostgreSQL::
+
+    python -m bench.fleet                        # 50,000 jobs per fleet size, sizes 1 2 4 8
+    python -m bench.fleet --jobs 10000 --sizes 1,2 --concurrency 4
+
+For each fleet size the job table is emptied, ``--jobs`` no-op jobs are enqueued (in batches
+of 1,000), then that many ``manage.py runjobs --burst --no-scheduler --concurrency C``
+processes start at once and drain them. The rate is ``jobs / (last ended_at - the moment
+the first worker printed its ready line)``. The database's CPU is the CPU time the
+PostgreSQL server's processes for the benchmark's database used during the drain (its
+backends and the server's shared writers, read from ``/proc``; see ``postgres_pids``),
+divided by the wall time from the first ready line to the last worker's exit: 1.0 is one
+core busy. Every job must end ``succeeded`` exactly once (``attempts == 1``).
+
+Each worker stands for a host's worker process; on this machine they share its cores with
+the database, so the figures show the engine's contention (claims, outcome batches) more
+than a real fleet's capacity. docs/scaling.md has the figures and what they mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.run import (  # noqa: E402 - needs the root on sys.path first
+    DEFAULT_URL,
+    Worker,
+    enqueue_in_batches,
+    prepare_database,
+    reset,
+    sql,
+)
+
+
+def postgres_pids(database: str) -> list[int]:
+    """The server's processes that work for ``database``: its backends, by their process
+    title (``postgres: ... USER DATABASE HOST(PORT) STATE``), and the server's own shared
+    ones (WAL writer, checkpointer, background writer: other databases' writes wake them too).
+    Other databases' backends (other users of the same server) are left out."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() not in ("postgres", "postmaster"):
+                continue
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone meanwhile
+            continue
+        backend = "(" in title or "[local]" in title
+        if not backend or f" {database} " in title:
+            pids.append(int(entry.name))
+    return pids
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds of each of these processes still alive."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return found
+
+
+class DatabaseCPU:
+    """The CPU time the server's processes use from ``start()`` to ``stop()``.
+
+    A backend takes its CPU time with it when it exits (a burst worker's connections close as
+    it ends), so the processes are sampled every 50 ms and each one's last reading counts: a
+    backend's last 50 ms at most are missed. Backends that start meanwhile count from zero.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def start(self) -> None:
+        self.first = cpu_by_pid(postgres_pids(self.database))
+        self.last = dict(self.first)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.stopped.wait(0.05):
+            self.last.update(cpu_by_pid(postgres_pids(self.database)))
+
+    def stop(self) -> float:
+        self.stopped.set()
+        self.thread.join()
+        self.last.update(cpu_by_pid(postgres_pids(self.database)))
+        return sum(value - self.first.get(pid, 0.0) for pid, value in self.last.items())
+
+
+def drain_with(size: int, concurrency: int, jobs: int, database_name: str) -> dict[str, float]:
+    reset()
+    enqueue_in_batches(jobs, 1_000, f"fleet-{size}")
+    database = DatabaseCPU(database_name)
+    database.start()
+    workers = [Worker("--burst", "--concurrency", str(concurrency)) for _ in range(size)]
+    first_ready = min(worker.wait_ready() for worker in workers)
+    worker_cpu = sum(worker.wait() for worker in workers)
+    ended = time.time()
+    database_seconds = database.stop()
+    counts = dict(sql("SELECT state, COUNT(*) FROM django_jobs_job GROUP BY state"))
+    (repeated,) = sql("SELECT COUNT(*) FROM django_jobs_job WHERE attempts <> 1")[0]
+    if counts != {"succeeded": jobs} or repeated:
+        raise SystemExit(f"fleet of {size}: states {counts}, {repeated} job(s) not run once")
+    (last_end,) = sql("SELECT MAX(ended_at) FROM django_jobs_job")[0]
+    wall = last_end.timestamp() - first_ready
+    return {
+        "rate": jobs / wall,
+        # From before the workers start: their connecting and first claims count too.
+        "db_cores": database_seconds / max(ended - first_ready, 1e-9),
+        "worker_cpu_us": worker_cpu / jobs * 1e6,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.fleet", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--jobs", type=int, default=50_000)
+    parser.add_argument("--sizes", default="1,2,4,8", help="comma-separated fleet sizes")
+    parser.add_argument("--concurrency", type=int, default=4, help="per worker process")
+    args = parser.parse_args(argv)
+    sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
+    os.environ.setdefault("BENCH_LIVE_EVENTS", "1")
+    prepare_database(args.database_url)
+    database_name = unquote(urlparse(args.database_url).path.lstrip("/"))
+    rows = []
+    for size in sizes:
+        print(f"fleet of {size} x concurrency {args.concurrency}: {args.jobs:,} jobs", flush=True)
+        figures = drain_with(size, args.concurrency, args.jobs, database_name)
+        rows.append((size, figures))
+        print(
+            f"  {figures['rate']:,.0f} jobs/s, database {figures['db_cores']:.2f} cores, "
+            f"workers {figures['worker_cpu_us']:,.0f} us CPU per job",
+            flush=True,
+        )
+    reset()
+    base = rows[0][1]["rate"] if rows else 0
+    print()
+    print("| workers | jobs/s | vs 1 | database CPU (cores) | worker CPU per job (us) |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for size, figures in rows:
+        print(
+            f"| {size} | {figures['rate']:,.0f} | {figures['rate'] / base:.2f} | "
+            f"{figures['db_cores']:.2f} | {figures['worker_cpu_us']:,.0f} |"
+        )
+    print()
+    print(
+        f"{args.jobs:,} no-op jobs per size, --concurrency {args.concurrency} per worker, "
+        f"live events on; {os.cpu_count()} CPUs shared by the workers and the database; "
+        f"load average (1 min) at the end {os.getloadavg()[0]:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
