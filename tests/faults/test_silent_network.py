@@ -1,0 +1,97 @@
+"""A worker's network goes silent while it holds a job (docs/reliability.md).
+
+The worker talks to PostgreSQL through a proxy of the test's own that stops forwarding without
+closing anything. Within the lease a second worker takes the job over and finishes it; when
+the network comes back, the first worker's late writes must not land over the new outcome (it
+is fenced out: the job is no longer its own), and it goes on working by itself.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from django_jobs.models import Job, JobStep
+from testproject.jobs import three_steps
+from testproject.models import Execution
+from tests.conftest import wait_until
+
+from .fleet import LEASE, assert_exactly_once, enqueue_three_steps, require_postgres, states
+from .proxy import SilentProxy
+
+pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
+
+
+@pytest.fixture
+def proxy() -> Iterator[SilentProxy]:
+    require_postgres()
+    settings = connection.settings_dict
+    silent = SilentProxy(settings["HOST"], int(settings["PORT"]))
+    yield silent
+    silent.close()
+
+
+def through(proxy: SilentProxy) -> dict[str, str]:
+    settings = connection.settings_dict
+    return {
+        "JOBS_LEASE": LEASE,
+        "DATABASE_URL": f"postgres://{settings['USER']}@127.0.0.1:{proxy.port}/{settings['NAME']}",
+    }
+
+
+def test_a_worker_cut_off_is_fenced_out_and_recovers(spawn, proxy, tmp_path: Path):
+    hold = tmp_path / "release"
+    held = three_steps.enqueue({"n": "held", "hold": str(hold)}, priority=-1)
+    first = spawn("runjobs", "--concurrency", "1", env=through(proxy))
+    wait_until(
+        lambda: JobStep.objects.filter(job_id=held.pk, name="first").exists(),
+        message=f"the first worker never started the job:\n{first.output()}",
+    )
+    assert f":{first.popen.pid}:" in Job.objects.get(pk=held.pk).worker_id
+
+    proxy.cut()
+    second = spawn("runjobs", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
+    # Once the lease runs out without a heartbeat, the second worker re-asks the job and runs
+    # it to the end: its first step again (the first run never finished it), then the rest.
+    wait_until(
+        lambda: Job.objects.get(pk=held.pk).state == "succeeded",
+        timeout=60,
+        message=f"the job was not taken over: {states([held.pk])}\n{second.output()}",
+    )
+    done = Job.objects.get(pk=held.pk)
+    assert done.result["first"]["pid"] == second.popen.pid
+    assert first.popen.poll() is None
+
+    # The first worker's runner goes on (its activity returns) and writes into the silence;
+    # then the network comes back and those writes arrive, late.
+    hold.touch()
+    proxy.restore()
+    # It recovers by itself: it takes new work as soon as the second worker stops.
+    second.popen.send_signal(signal.SIGTERM)
+    assert second.popen.wait(timeout=30) == 0, second.output()
+    after = enqueue_three_steps(20, pause=0)
+    wait_until(
+        lambda: states(after) == {"succeeded": 20},
+        timeout=60,
+        message=f"the first worker did not recover: {states(after)}\n{first.output()}",
+    )
+    assert set(Execution.objects.filter(job_id__in=after).values_list("pid", flat=True)) == {
+        first.popen.pid
+    }
+    assert_exactly_once([*after, held.pk])
+
+    # Nothing the cut-off worker wrote late landed over the second worker's run.
+    again = Job.objects.get(pk=held.pk)
+    assert (again.state, again.result, again.attempts) == (done.state, done.result, done.attempts)
+    assert again.worker_id is None
+    steps = {s.name: s.value for s in JobStep.objects.filter(job_id=held.pk)}
+    assert steps == {
+        "first": done.result["first"],
+        "effect": done.result["effect"],
+        "last": done.result["last"],
+    }, "a step's stored value is not the one the job's outcome used"
+    assert first.popen.poll() is None
