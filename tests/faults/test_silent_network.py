@@ -8,7 +8,10 @@ is fenced out: the job is no longer its own), and it goes on working by itself.
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,3 +98,45 @@ def test_a_worker_cut_off_is_fenced_out_and_recovers(spawn, proxy, tmp_path: Pat
         "last": done.result["last"],
     }, "a step's stored value is not the one the job's outcome used"
     assert first.popen.poll() is None
+
+
+UNITS = {"ms": 0.001, "sec": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def keepalive_timers(port: int) -> list[float | None]:
+    """Seconds to the next keepalive probe of each established connection to ``port`` (None:
+    keepalive off), read from ``ss -o``'s timer, e.g. ``timer:(keepalive,9.8sec,0)``."""
+    listing = subprocess.run(
+        ["ss", "-tnoH", "state", "established", f"( dport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    timers: list[float | None] = []
+    for line in listing.splitlines():
+        found = re.search(r"timer:\(keepalive,([^,]+),", line)
+        timers.append(
+            None
+            if found is None
+            else sum(
+                float(n) * UNITS[unit]
+                for n, unit in re.findall(r"([\d.]+)(ms|sec|min|h)", found.group(1))
+            )
+        )
+    return timers
+
+
+def test_every_worker_connection_has_tcp_keepalive(spawn, proxy):
+    # What bounds a silent network that drops packets (which a proxy in user space cannot
+    # imitate: its kernel still acknowledges): TCP keepalives on idle connections and
+    # tcp_user_timeout on statements in flight, set by the worker (SILENT_NETWORK_BOUNDS).
+    if shutil.which("ss") is None:
+        pytest.skip("needs ss (iproute2) to read the sockets' timers")
+    worker = spawn("runjobs", "--concurrency", "2", env=through(proxy))
+    # Its claim, keeper, LISTEN and executor connections: a job per executor makes them all.
+    jobs = enqueue_three_steps(4, pause=0)
+    wait_until(lambda: states(jobs) == {"succeeded": 4}, message=worker.output())
+    timers = wait_until(lambda: (t := keepalive_timers(proxy.port)) and len(t) >= 4 and t)
+    # libpq turns keepalive on by default, but with the system's idle time (2 hours on
+    # Linux): the worker's own options make it 10 s.
+    assert all(t is not None and t <= 10.5 for t in timers), timers
