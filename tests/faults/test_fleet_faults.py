@@ -9,11 +9,15 @@ workers claim side by side, and the server is what goes away.
 from __future__ import annotations
 
 import random
+import resource
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
+from django_jobs.models import Job
+from testproject.jobs import exits_process, hangs, hogs, raises_in_except
 from tests.conftest import wait_until
 
 from .fleet import (
@@ -109,3 +113,67 @@ def test_the_database_going_away_repeatedly_mid_drain(spawn, jobs: int, cuts: in
         f"\ndatabase outages: {figures} cuts={cuts} backends_ended={terminated} "
         f"seconds={elapsed:.1f}"
     )
+
+
+HEADROOM = 256 * 1024 * 1024  # what a memory-hungry runner may take before MemoryError
+
+
+def _virtual_size(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize in /proc/<pid>/status")
+
+
+def test_misbehaving_runners_in_a_busy_fleet_leave_the_other_jobs_exactly_once(
+    spawn, tmp_path: Path
+):
+    # The runner faults of test_runner_faults.py, all at once, in the middle of a drain by
+    # three workers: the good jobs around them are neither lost nor repeated.
+    require_postgres()
+    ids = enqueue_three_steps(300, pause=0.02)
+    env = {"JOBS_LEASE": LEASE, "MALLOC_ARENA_MAX": "2"}
+    workers = [spawn("runjobs", "--concurrency", "2", env=env) for _ in range(3)]
+    for proc in workers:
+        # A memory limit, as a container's would be, so that allocating fails in the runner.
+        proc.wait_for_output("ready")
+        size = _virtual_size(proc.popen.pid) + HEADROOM
+        resource.prlimit(proc.popen.pid, resource.RLIMIT_AS, (size, size))
+    wait_until(lambda: succeeded(ids) >= 100, timeout=60, message=workers[0].output())
+
+    release = tmp_path / "release"
+    bad = {
+        "hang": hangs.enqueue({"until": str(release)}, priority=-1),
+        "hog": hogs.enqueue({"max_mb": 1024}, priority=-1),
+        "except": raises_in_except.enqueue({"n": "fleet"}, priority=-1),
+    }
+    ended = ("failed", "succeeded")
+    wait_until(
+        lambda: set(states([job.pk for job in bad.values()])) <= set(ended),
+        timeout=60,
+        message="\n".join(w.output() for w in workers),
+    )
+    # Then one that ends its process (after the others, so that it takes none of them along).
+    bad["exit"] = exits_process.enqueue({"code": 7}, priority=-1)
+    bad_ids = [job.pk for job in bad.values()]
+    wait_until(
+        lambda: succeeded(ids) == len(ids) and set(states(bad_ids)) <= set(ended),
+        timeout=120,
+        message=f"{states(ids)} {states(bad_ids)}\n" + "\n".join(w.output() for w in workers),
+    )
+    release.touch()  # the abandoned runner may end now; what it returns is dropped
+
+    assert_exactly_once(ids)
+    errors = {name: Job.objects.get(pk=job.pk) for name, job in bad.items()}
+    assert {job.state for job in errors.values()} == {"failed"}
+    assert "JobTimeout" in errors["hang"].error and "abandoned" in errors["hang"].error
+    assert "stopped heartbeating" in errors["exit"].error
+    assert "MemoryError" in errors["hog"].error
+    assert "raised while handling the first error" in errors["except"].error
+    # The runner that ended its process took one worker with it; the other two went on.
+    exits = sorted(proc.popen.poll() for proc in workers if proc.popen.poll() is not None)
+    assert exits == [7], [proc.output() for proc in workers]
+    for proc in workers:
+        if proc.popen.poll() is None:
+            proc.popen.send_signal(signal.SIGTERM)
+            assert proc.popen.wait(timeout=30) == 0, proc.output()
