@@ -58,10 +58,10 @@ def drop_broken_connections() -> None:
 # libpq options a worker sets on its PostgreSQL connections unless the project's OPTIONS set
 # them: without them a silent network (packets dropped, no reset) holds a statement for the
 # kernel's retransmissions (about 15 minutes), and an idle connection, such as LISTEN's, never
-# learns that the server went away. With them, a statement in flight fails after
-# tcp_user_timeout, an idle connection after keepalives_idle + keepalives_count *
-# keepalives_interval (25 s), a connection attempt after connect_timeout; the worker then
-# reconnects with backoff.
+# learns that the server went away. With them, bytes unacknowledged for tcp_user_timeout fail
+# the connection, and so do keepalives_count unanswered probes on a connection that is idle or
+# waiting on a reply (after 25 s), and a connection attempt after connect_timeout; the worker
+# then reconnects with backoff. A long query on a healthy network is not cut short.
 SILENT_NETWORK_BOUNDS: dict[str, int] = {
     "keepalives": 1,
     "keepalives_idle": 10,
