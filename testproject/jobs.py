@@ -341,12 +341,22 @@ def three_steps(ctx):
     """Three durable steps; the middle one counts its effect (an ``Execution`` row) atomically.
 
     ``pause``: seconds the first activity takes, so that faults land in the middle of jobs.
-    ``hold``: a file the first activity's first run waits for (a worker kept inside a step).
+    ``hold``: a file the first attempt waits for, inside the step named by ``hold_in`` (the
+    first, or the atomic ``effect``: then inside its transaction), after touching ``entered``.
     """
 
-    def first(info):
-        if info.attempt == 1 and ctx.payload.get("hold"):
+    def hold(step: str) -> None:
+        if (
+            ctx.payload.get("hold")
+            and ctx.attempt == 1
+            and ctx.payload.get("hold_in", "first") == step
+        ):
+            if ctx.payload.get("entered"):
+                Path(ctx.payload["entered"]).touch()
             _wait_for_file(ctx.payload["hold"], seconds=120)
+
+    def first():
+        hold("first")
         time.sleep(float(ctx.payload.get("pause", 0)))
         return {"pid": os.getpid(), "attempt": ctx.attempt}
 
@@ -354,6 +364,7 @@ def three_steps(ctx):
         Execution.objects.create(
             job_id=ctx.job.pk, label="effect", pid=os.getpid(), attempt=ctx.attempt
         )
+        hold("effect")
         return {"pid": os.getpid()}
 
     return {

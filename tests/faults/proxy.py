@@ -23,6 +23,7 @@ class SilentProxy:
         self.port = 0
         self.connections = 0
         self._writers: set[asyncio.StreamWriter] = set()
+        self.upstream_ports: list[int] = []  # the proxy's side of each server connection
         self._thread = threading.Thread(target=self._serve, name="silent-proxy", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -50,6 +51,7 @@ class SilentProxy:
             writer.close()
             return
         self._writers.add(up_writer)
+        self.upstream_ports.append(up_writer.get_extra_info("sockname")[1])
         await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

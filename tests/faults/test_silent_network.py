@@ -140,3 +140,76 @@ def test_every_worker_connection_has_tcp_keepalive(spawn, proxy):
     # libpq turns keepalive on by default, but with the system's idle time (2 hours on
     # Linux): the worker's own options make it 10 s.
     assert all(t is not None and t <= 10.5 for t in timers), timers
+
+
+def lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def end_connections_from(ports: list[int]) -> int:
+    """End the server side of these connections, as the server does once it sees them dead."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND client_port = ANY(%s)",
+            [ports],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_worker_cut_off_inside_an_atomic_step_delays_the_takeover_and_nothing_else(
+    spawn, proxy, tmp_path: Path
+):
+    # Cut off with its atomic step's transaction open, the first worker's session keeps its
+    # locks on the server: the worker that takes the job over waits on them (it must not run
+    # the step beside it), until the server ends that session (here by hand; in production
+    # its TCP keepalives or idle_in_transaction_session_timeout). Then the takeover runs the
+    # step, once; the first worker's commit fails, and it recovers.
+    hold, entered = tmp_path / "release", tmp_path / "entered"
+    held = three_steps.enqueue(
+        {"n": "in-atomic", "hold": str(hold), "hold_in": "effect", "entered": str(entered)},
+        priority=-1,
+    )
+    first = spawn("runjobs", "--concurrency", "1", env=through(proxy))
+    wait_until(entered.exists, message=f"never inside the atomic step:\n{first.output()}")
+
+    proxy.cut()
+    second = spawn("runjobs", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
+    wait_until(
+        lambda: lock_waiters() >= 1,
+        timeout=60,
+        message=f"the takeover did not reach the step: {states([held.pk])}\n{second.output()}",
+    )
+    row = Job.objects.get(pk=held.pk)
+    assert row.state == "running" and f":{second.popen.pid}:" in row.worker_id
+    assert not Execution.objects.filter(job_id=held.pk).exists()  # nothing committed
+
+    assert end_connections_from(proxy.upstream_ports) >= 1
+    wait_until(
+        lambda: Job.objects.get(pk=held.pk).state == "succeeded",
+        timeout=60,
+        message=f"the takeover did not finish: {states([held.pk])}\n{second.output()}",
+    )
+    done = Job.objects.get(pk=held.pk)
+    assert done.result["effect"]["pid"] == second.popen.pid
+
+    hold.touch()
+    proxy.restore()
+    second.popen.send_signal(signal.SIGTERM)
+    assert second.popen.wait(timeout=30) == 0, second.output()
+    after = enqueue_three_steps(10, pause=0)
+    wait_until(
+        lambda: states(after) == {"succeeded": 10},
+        timeout=60,
+        message=f"the first worker did not recover: {states(after)}\n{first.output()}",
+    )
+    assert_exactly_once([*after, held.pk])
+    again = Job.objects.get(pk=held.pk)
+    assert (again.state, again.result, again.attempts) == (done.state, done.result, done.attempts)
+    assert first.popen.poll() is None
