@@ -166,11 +166,11 @@ def end_connections_from(ports: list[int]) -> int:
 def test_a_worker_cut_off_inside_an_atomic_step_delays_the_takeover_and_nothing_else(
     spawn, proxy, tmp_path: Path
 ):
-    # Cut off with its atomic step's transaction open, the first worker's session keeps its
-    # locks on the server: the worker that takes the job over waits on them (it must not run
-    # the step beside it), until the server ends that session (here by hand; in production
-    # its TCP keepalives or idle_in_transaction_session_timeout). Then the takeover runs the
-    # step, once; the first worker's commit fails, and it recovers.
+    # Cut off with its atomic step's transaction open, the first worker's server connection
+    # keeps its locks: the worker that takes the job over waits on them (it must not run the
+    # step beside it), until the server ends that connection (here by hand; in production its
+    # TCP keepalives or idle_in_transaction_session_timeout). Then the takeover runs the step,
+    # once; the first worker's commit fails, and it recovers.
     hold, entered = tmp_path / "release", tmp_path / "entered"
     held = three_steps.enqueue(
         {"n": "in-atomic", "hold": str(hold), "hold_in": "effect", "entered": str(entered)},
