@@ -327,3 +327,48 @@ def raise_bad_text(ctx):
 @job("bad_input.requeue_bad_text", idempotency_key="payload")
 def requeue_bad_text(ctx):
     return ctx.requeue("waiting on \x00\ud800", after="1h")
+
+
+# --- kinds used by the fleet fault loops (tests/faults: kill -9, outages, a silent network) ---
+
+
+@job(
+    "faults.three_steps",
+    idempotency_key="payload",
+    retry=Retry(attempts=10, delay=0, jitter=False),
+)
+def three_steps(ctx):
+    """Three durable steps; the middle one counts its effect (an ``Execution`` row) atomically.
+
+    ``pause``: seconds the first activity takes, so that faults land in the middle of jobs.
+    ``hold``: a file the first attempt waits for, inside the step named by ``hold_in`` (the
+    first, or the atomic ``effect``: then inside its transaction), after touching ``entered``.
+    """
+
+    def hold(step: str) -> None:
+        if (
+            ctx.payload.get("hold")
+            and ctx.attempt == 1
+            and ctx.payload.get("hold_in", "first") == step
+        ):
+            if ctx.payload.get("entered"):
+                Path(ctx.payload["entered"]).touch()
+            _wait_for_file(ctx.payload["hold"], seconds=120)
+
+    def first():
+        hold("first")
+        time.sleep(float(ctx.payload.get("pause", 0)))
+        return {"pid": os.getpid(), "attempt": ctx.attempt}
+
+    def effect():
+        Execution.objects.create(
+            job_id=ctx.job.pk, label="effect", pid=os.getpid(), attempt=ctx.attempt
+        )
+        hold("effect")
+        return {"pid": os.getpid()}
+
+    return {
+        "first": ctx.step.run("first", first),
+        "effect": ctx.step.atomic("effect", effect),
+        "last": ctx.step.run("last", lambda: {"pid": os.getpid()}),
+    }

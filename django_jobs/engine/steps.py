@@ -28,7 +28,7 @@ from ..exceptions import (
     StepNested,
     Uncertain,
 )
-from ..models import JobStep
+from ..models import Job, JobStep
 from ..types import StepState
 from ..validation import storable_json, storable_text
 from .eventbus import first_matching_event
@@ -46,6 +46,15 @@ class Suspend(Exception):
         super().__init__(reason)
         self.reason = reason
         self.run_at = run_at
+
+
+class LeaseLost(Exception):
+    """This run no longer holds its job: its lease ran out and the job was re-asked.
+
+    A worker cut off from the database (or stalled) past its lease comes back to a job that
+    another worker has taken over; its step writes are refused, so that they cannot land over
+    what the new run stored, and its run ends (its outcome is fenced out the same way).
+    """
 
 
 @dataclass(frozen=True)
@@ -89,12 +98,44 @@ class Steps:
         self._seen.add(name)
         return self._stored().get(name)
 
+    def _held(self) -> dict[str, Any] | None:
+        """The job row's columns while this run holds it (None: not run by a worker)."""
+        job = self.ctx.job
+        if job.worker_id is None:
+            return None
+        return {"worker_id": job.worker_id, "state": "running", "attempts": job.attempts}
+
+    def _check_held(self) -> None:
+        held = self._held()
+        if held is not None:
+            jobs = Job.objects.using(self.alias).filter(pk=self.ctx.job.pk, **held)
+            if not jobs.exists():
+                raise self._lease_lost()
+
+    def _lease_lost(self) -> LeaseLost:
+        return LeaseLost(
+            f"Job #{self.ctx.job.pk} is no longer held by this run (worker "
+            f"{self.ctx.job.worker_id}, attempt {self.ctx.job.attempts}): its lease ran out and "
+            "it was re-asked. This run's step writes are refused."
+        )
+
+    def _save(self, row: JobStep, fields: list[str]) -> None:
+        """Write ``fields`` of ``row``, in one statement, only while this run holds its job."""
+        rows = JobStep.objects.using(self.alias).filter(pk=row.pk)
+        held = self._held()
+        if held is not None:
+            rows = rows.filter(**{f"job__{column}": value for column, value in held.items()})
+        if not rows.update(**{field: getattr(row, field) for field in fields}) and held:
+            raise self._lease_lost()
+
     def _key(self, name: str) -> str:
         return f"{self.ctx.job.kind}:{self.ctx.job.pk}:{name}"
 
-    def _begin(self, name: str, row: JobStep | None) -> JobStep:
+    def _begin(self, name: str, row: JobStep | None, *, checked: bool = False) -> JobStep:
         now = clock.now()
         if row is None:
+            if not checked:
+                self._check_held()
             row = JobStep.objects.using(self.alias).create(
                 job_id=self.ctx.job.pk,
                 name=name,
@@ -112,7 +153,7 @@ class Steps:
                 now,
                 None,
             )
-            row.save(using=self.alias, update_fields=["state", "attempts", "started_at", "error"])
+            self._save(row, ["state", "attempts", "started_at", "error"])
         return row
 
     @staticmethod
@@ -139,7 +180,7 @@ class Steps:
 
     def _finish(self, row: JobStep, value: Any) -> None:
         row.state, row.value, row.ended_at = StepState.COMPLETED, value, clock.now()
-        row.save(using=self.alias, update_fields=["state", "value", "ended_at"])
+        self._save(row, ["state", "value", "ended_at"])
 
     def _fail(self, row: JobStep, exc: BaseException) -> None:
         row.state, row.error, row.ended_at = (
@@ -147,7 +188,7 @@ class Steps:
             storable_text(f"{type(exc).__name__}: {exc}")[:2000],
             clock.now(),
         )
-        row.save(using=self.alias, update_fields=["state", "error", "ended_at"])
+        self._save(row, ["state", "error", "ended_at"])
 
     # -- public -------------------------------------------------------------------------------
 
@@ -161,7 +202,7 @@ class Steps:
         interrupted = row is not None and row.state in (StepState.RUNNING, StepState.UNKNOWN)
         if interrupted and recover == "stop" and row is not None:
             row.state = StepState.UNKNOWN
-            row.save(using=self.alias, update_fields=["state"])
+            self._save(row, ["state"])
             raise Uncertain(
                 f"Step {name!r} was interrupted and may or may not have taken effect. Check it, "
                 f"then `manage.py jobs resolve {self.ctx.job.pk} --step {name} --as completed` "
@@ -189,7 +230,15 @@ class Steps:
         self._active = name
         try:
             with transaction.atomic(using=self.alias):
-                row = self._begin(name, row)
+                self._check_held()
+                if row is not None:
+                    # Read again, locked: a run that held the job before this one may have
+                    # completed the step since this run read its steps.
+                    row = JobStep.objects.using(self.alias).select_for_update().get(pk=row.pk)
+                    self._stored()[name] = row
+                    if row.state == StepState.COMPLETED:
+                        return row.value
+                row = self._begin(name, row, checked=True)
                 info = StepInfo(key=row.key, interrupted=False, attempt=row.attempts)
                 value = self._call(fn, info)
                 self._check_json(name, value)
@@ -211,7 +260,7 @@ class Steps:
             wake = now + parse_duration(duration, name=f"step.sleep({name!r})")
             row = self._begin(name, None)
             row.value = {"wake_at": wake.isoformat()}
-            row.save(using=self.alias, update_fields=["value"])
+            self._save(row, ["value"])
         wake_at = parse_datetime((row.value or {}).get("wake_at", "")) or now
         if now >= wake_at:
             self._finish(row, None)
@@ -248,7 +297,7 @@ class Steps:
                 "match": match,
                 "deadline": deadline.isoformat() if deadline else None,
             }
-            row.save(using=self.alias, update_fields=["value"])
+            self._save(row, ["value"])
         spec = row.value or {}
         found = first_matching_event(
             event,

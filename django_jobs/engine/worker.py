@@ -42,6 +42,33 @@ _STOP = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
 
 
+# libpq options a worker sets on its PostgreSQL connections unless the project's OPTIONS set
+# them: without them a silent network (packets dropped, no reset) holds a statement for the
+# kernel's retransmissions (about 15 minutes), and an idle connection, such as LISTEN's, never
+# learns that the server went away. With them, bytes unacknowledged for tcp_user_timeout fail
+# the connection, and so do keepalives_count unanswered probes on a connection that is idle or
+# waiting on a reply (after 25 s), and a connection attempt after connect_timeout; the worker
+# then reconnects with backoff. A long query on a healthy network is not cut short.
+SILENT_NETWORK_BOUNDS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,  # milliseconds
+    "connect_timeout": 10,
+}
+
+
+def bound_silent_network(alias: str) -> None:
+    """Give this process's connections to ``alias`` the options of SILENT_NETWORK_BOUNDS."""
+    db = connections[alias]
+    if db.vendor != "postgresql":
+        return
+    options = db.settings_dict.setdefault("OPTIONS", {})
+    for name, value in SILENT_NETWORK_BOUNDS.items():
+        options.setdefault(name, value)
+
+
 def make_worker_id(engine: str) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{engine}:{uuid.uuid4().hex[:8]}"
 
@@ -126,6 +153,10 @@ class Worker:
             self.concurrency,
             ",".join(self.queues or []) or "*",
         )
+        # Before any thread connects: every connection of the worker gets them (the threads'
+        # connections share the alias's settings).
+        connections.close_all()
+        bound_silent_network(self.alias)
         self._rescue()
         if self.scheduler:
             self._tick_schedules()
