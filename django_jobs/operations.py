@@ -36,23 +36,45 @@ def _locked(job_id: int) -> Job:
 
 
 def cancel(job_id: int) -> dict[str, Any]:
-    """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``)."""
+    """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``).
+
+    Its children that have not ended are cancelled too, down the tree, in the same transaction.
+    """
     alias = jobs_settings.DATABASE
+    store = get_store(alias)
     with transaction.atomic(using=alias):
         job = _locked(job_id)
         if job.state in ENDED_STATES:
             raise NotCancellable(
                 f"Job #{job.pk} has already ended ({job.state}); there is nothing to cancel."
             )
+        now = clock.now()
         if job.state == "running":
             job.cancel_requested = True
             job.save(using=alias, update_fields=["cancel_requested"])
         else:
             # Ending the row also disarms a waiting job's re-ask: nothing claims it again.
-            job.state, job.ended_at, job.wait_reason = "cancelled", clock.now(), None
+            job.state, job.ended_at, job.wait_reason = "cancelled", now, None
             job.save(using=alias, update_fields=["state", "ended_at", "wait_reason"])
+            store.children_ended([job.parent_id], now)
             publish_after_commit("job.cancelled", job, alias=alias)
+        if job.children_total:
+            _cancel_tree(store, job.pk, now, alias)
     return job_json(job)
+
+
+def _cancel_tree(store: Any, root_id: int, now: datetime, alias: str) -> None:
+    """Cancel the live descendants of ``root_id``, level by level (each job visited once)."""
+    seen, pending = {root_id}, [root_id]
+    while pending:
+        parent_id = pending.pop()
+        cancelled, parents = store.cancel_children(parent_id, now)
+        for child in cancelled:
+            publish_after_commit("job.cancelled", child, alias=alias)
+        for child_id in parents:
+            if child_id not in seen:
+                seen.add(child_id)
+                pending.append(child_id)
 
 
 def check_retry(user: Any, job: Job, from_step: str | None = None) -> None:
