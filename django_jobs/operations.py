@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from . import clock
 from .conf import jobs_settings
@@ -77,17 +78,28 @@ def _cancel_tree(store: Any, root_id: int, now: datetime, alias: str) -> None:
                 pending.append(child_id)
 
 
-def check_retry(user: Any, job: Job, from_step: str | None = None) -> None:
-    """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``)."""
+def check_retry(
+    user: Any, job: Job, from_step: str | None = None, *, children: bool = False
+) -> None:
+    """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``, with
+    its ``children``)."""
     from .permissions_util import retry_refusal
 
-    refusal = retry_refusal(user, job.owner_id, get(job.kind), from_step=from_step)
+    refusal = retry_refusal(
+        user, job.owner_id, get(job.kind), from_step=from_step, children=children
+    )
     if refusal is not None:
         raise RetryNotAllowed(refusal)
 
 
-def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[str, Any]:
+def retry(
+    job_id: int, from_step: str | None = None, *, by: Any = None, children: bool = False
+) -> dict[str, Any]:
     """Queue a failed, blocked or cancelled job again with a fresh set of attempts.
+
+    ``children``: also retry its failed and cancelled children (and theirs, down the tree);
+    the job then waits for them (``waiting``), and its ``gather`` reads them again once they
+    have ended. Without failed or cancelled children it is a plain retry.
 
     ``by``: the user asking (the API and the admin pass theirs); the retry rule of
     ``permissions_util.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
@@ -98,7 +110,7 @@ def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[
         with transaction.atomic(using=alias):
             job = _locked(job_id)
             if by is not None:
-                check_retry(by, job, from_step)
+                check_retry(by, job, from_step, children=children)
             if job.state not in RETRYABLE_STATES:
                 hint = (
                     " Resolve its unknown step first (`manage.py jobs resolve`)."
@@ -111,21 +123,62 @@ def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[
                 )
             if from_step is not None:
                 _reset_steps_from(job, from_step, alias)
-            handle = get(job.kind)
-            job.state, job.run_at, job.error, job.ended_at = "queued", clock.now(), None, None
-            job.cancel_requested, job.wait_reason = False, None
-            job.max_attempts = job.attempts + (handle.retry.attempts if handle else 1)
-            if handle is not None:
-                job.version = handle.version
-            job.save(using=alias)
-            get_store(alias).notify({job.engine})
-            publish_after_commit("job.retrying", job, alias=alias)
+            retried = _retry_children(job, alias, {job.pk}) if children else 0
+            if job.parent_id is not None and job.state in ENDED_STATES:
+                # Its end was counted on its parent: it is pending there again.
+                Job.objects.using(alias).filter(pk=job.parent_id).update(
+                    children_pending=F("children_pending") + 1
+                )
+            _requeue(job, alias, waiting_for=retried)
     except IntegrityError:
         raise JobDuplicate(
             f"Job #{job_id} cannot be retried: another live job holds its idempotency key. "
             "Let that one finish or cancel it first."
         ) from None
     return job_json(job)
+
+
+def _requeue(job: Job, alias: str, *, waiting_for: int = 0) -> None:
+    """Put an ended (or blocked) job back with a fresh set of attempts: ``queued`` now, or,
+    with ``waiting_for`` children retried, ``waiting`` until the last of them ends."""
+    handle = get(job.kind)
+    job.error, job.ended_at, job.cancel_requested = None, None, False
+    if waiting_for:
+        job.state, job.run_at = "waiting", None
+        job.wait_reason = f"waiting for {waiting_for} retried children"
+    else:
+        job.state, job.run_at, job.wait_reason = "queued", clock.now(), None
+    job.max_attempts = job.attempts + (handle.retry.attempts if handle else 1)
+    if handle is not None:
+        job.version = handle.version
+    job.save(using=alias)
+    if not waiting_for:
+        get_store(alias).notify({job.engine})
+    publish_after_commit("job.retrying", job, alias=alias)
+
+
+def _retry_children(job: Job, alias: str, seen: set[int]) -> int:
+    """Retry the failed and cancelled children of ``job`` (theirs first, down the tree) and
+    count them as pending on ``job`` again; return how many. Children still live are
+    already counted; succeeded ones keep their results."""
+    if not job.children_total:
+        return 0
+    kids = list(
+        Job.objects.using(alias)
+        .select_for_update()
+        .filter(parent_id=job.pk, state__in=("failed", "cancelled"))
+        .order_by("id")
+    )
+    kids = [kid for kid in kids if kid.pk not in seen]
+    for kid in kids:
+        seen.add(kid.pk)
+        _requeue(kid, alias, waiting_for=_retry_children(kid, alias, seen))
+    if kids:
+        Job.objects.using(alias).filter(pk=job.pk).update(
+            children_pending=F("children_pending") + len(kids)
+        )
+        job.children_pending += len(kids)
+    return len(kids)
 
 
 def _reset_steps_from(job: Job, name: str, alias: str) -> None:

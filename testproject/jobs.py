@@ -7,9 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+from django.dispatch import receiver
 from rest_framework import serializers
 
 from django_jobs import Retry, job
+from django_jobs.signals import children_spawned
 
 from .models import Execution
 
@@ -327,3 +329,60 @@ def raise_bad_text(ctx):
 @job("bad_input.requeue_bad_text", idempotency_key="payload")
 def requeue_bad_text(ctx):
     return ctx.requeue("waiting on \x00\ud800", after="1h")
+
+
+# --- kinds used by the workflow tests --------------------------------------------------------
+
+
+@job("workflow.square", idempotency_key="payload", retry=Retry(attempts=1))
+def square(ctx):
+    """A child: n squared. ``until``: first wait for that file; ``fail``: raise instead."""
+    _record(ctx, f"square:{ctx.payload['n']}")
+    if ctx.payload.get("until"):
+        _wait_for_file(ctx.payload["until"])
+    if ctx.payload.get("fail"):
+        raise RuntimeError(f"square {ctx.payload['n']} was asked to fail")
+    return ctx.payload["n"] ** 2
+
+
+@job("workflow.fan", idempotency_key="payload", retry=Retry(attempts=3, delay=0, jitter=False))
+def fan(ctx):
+    """Spawns one ``workflow.square`` per item of ``children`` and gathers them."""
+    ids = ctx.step.spawn("children", square, ctx.payload["children"])
+    results = ctx.step.gather("gathered", ids)
+    _record(ctx, "after-gather")
+    return results
+
+
+@job("workflow.pair", idempotency_key="payload", retry=Retry(attempts=1))
+def pair(ctx):
+    """Two children on two queues (so two workers can each take one), then gathers both."""
+    left = ctx.step.spawn("left", square, ctx.payload["left"], queue="wf-left")
+    right = ctx.step.spawn("right", square, ctx.payload["right"], queue="wf-right")
+    results = ctx.step.gather("gathered", left + right)
+    _record(ctx, "after-gather")
+    return results
+
+
+@job(
+    "workflow.spawn_then_pause",
+    idempotency_key="payload",
+    retry=Retry(attempts=3, delay=0, jitter=False),
+)
+def spawn_then_pause(ctx):
+    """As ``workflow.fan``; on its first attempt its spawn pauses inside the step's
+    transaction, after the insert (see ``_pause_inside_spawn``)."""
+    ids = ctx.step.spawn("children", square, ctx.payload["children"])
+    results = ctx.step.gather("gathered", ids)
+    _record(ctx, "after-gather")
+    return results
+
+
+@receiver(children_spawned)
+def _pause_inside_spawn(sender, parent, children, **kwargs):
+    # The children are inserted, the step not yet recorded, nothing committed: the file
+    # "spawned" tells the test, which then kills the worker.
+    if parent.kind != "workflow.spawn_then_pause" or parent.attempts > 1:
+        return
+    Path(parent.payload["spawned"]).write_text(",".join(str(c.pk) for c in children))
+    _wait_for_file(parent.payload["until"], seconds=60)
