@@ -246,6 +246,40 @@ def inspect_job(job_id: int) -> dict[str, Any]:
     return job_detail_json(job)
 
 
+#: Children shown per job by ``children_tree`` (the rest are counted, not listed).
+TREE_WIDTH = 50
+
+
+def children_tree(job_id: int, *, width: int = TREE_WIDTH, depth: int = 10) -> list[dict[str, Any]]:
+    """The job's children and theirs, down to ``depth`` levels: ``{id, kind, state,
+    children, more}`` each, at most ``width`` per job in spawn order (``more``: how many
+    were left out). One query per parent shown; each job appears once (no cycle loops)."""
+    seen = {job_id}
+
+    def level(parent_id: int, left: int) -> list[dict[str, Any]]:
+        rows = list(
+            Job.objects.using(jobs_settings.DATABASE)
+            .filter(parent_id=parent_id)
+            .order_by("id")
+            .values("id", "kind", "state", "children_total")[: width + 1]
+        )
+        nodes = []
+        for row in rows[:width]:
+            if row["id"] in seen:
+                continue
+            seen.add(row["id"])
+            below = level(row["id"], left - 1) if row["children_total"] and left > 1 else []
+            nodes.append(
+                {"id": row["id"], "kind": row["kind"], "state": row["state"], "children": below}
+            )
+        if len(rows) > width and nodes:
+            total = Job.objects.using(jobs_settings.DATABASE).filter(parent_id=parent_id).count()
+            nodes[-1]["more"] = total - width
+        return nodes
+
+    return level(job_id, depth)
+
+
 def dead_letters(limit: int = 100) -> list[dict[str, Any]]:
     jobs = Job.objects.using(jobs_settings.DATABASE).filter(state="failed").order_by("-id")
     return [job_json(j) for j in jobs[:limit]]

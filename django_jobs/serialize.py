@@ -78,6 +78,7 @@ def children_counts(job_ids: list[int], alias: str | None = None) -> dict[int, d
 
     from .conf import jobs_settings
     from .models import Job
+    from .types import JobState
 
     counts: dict[int, dict[str, int]] = {}
     if not job_ids:
@@ -90,12 +91,16 @@ def children_counts(job_ids: list[int], alias: str | None = None) -> dict[int, d
         .annotate(n=Count("id"))
     )
     for parent_id, state, n in rows:
-        found = counts.setdefault(parent_id, {"total": 0})
-        found[state] = n
-        found["total"] += n
-    for counted in counts.values():
-        counted["total"] = counted.pop("total")  # last, after the states
-    return counts
+        counts.setdefault(parent_id, {})[state] = n
+    # States in their lifecycle order (JobState), then the total: stable for every reader.
+    order = {state: n for n, state in enumerate(JobState.values)}
+    return {
+        parent_id: {
+            **dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order)))),
+            "total": sum(found.values()),
+        }
+        for parent_id, found in counts.items()
+    }
 
 
 def attach_children(jobs: list[Any]) -> None:

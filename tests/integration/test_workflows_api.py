@@ -37,9 +37,7 @@ def test_children_are_paginated(api_users, api_client, tree):
     assert body["count"] == 3 and len(body["results"]) == 2 and body["next"]
 
 
-def test_another_members_children_are_404_and_an_operator_sees_them(
-    api_users, api_client, tree
-):
+def test_another_members_children_are_404_and_an_operator_sees_them(api_users, api_client, tree):
     assert api_client(api_users.other).get(f"/api/jobs/{tree.pk}/children/").status_code == 404
     assert api_client().get(f"/api/jobs/{tree.pk}/children/").status_code in (401, 403)
     body = api_client(api_users.operator).get(f"/api/jobs/{tree.pk}/children/").json()
