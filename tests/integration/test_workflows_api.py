@@ -68,3 +68,25 @@ def test_retry_with_children_is_for_operators(api_users, api_client, tree):
     assert failed.state == "queued"
     tree.refresh_from_db()
     assert tree.children_pending == 1
+
+
+def test_the_admin_job_page_lists_children_and_links_the_parent(api_users, tree):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(api_users.superuser)
+    html = client.get(f"/admin/django_jobs/job/{tree.pk}/change/").content.decode()
+    kids = list(Job.objects.filter(parent=tree).order_by("id"))
+    for kid in kids:
+        assert f'<tr data-child="{kid.pk}">' in html
+        assert f'href="/admin/django_jobs/job/{kid.pk}/change/"' in html
+    assert '<span class="djj-badge djj-state-failed">failed</span>' in html
+    assert "3 (2 succeeded, 1 failed)" in html
+    assert 'name="children"' in html  # retry with children, for a failed parent
+    kid_html = client.get(f"/admin/django_jobs/job/{kids[0].pk}/change/").content.decode()
+    assert f'<a href="/admin/django_jobs/job/{tree.pk}/change/">#{tree.pk}</a>' in kid_html
+    assert 'id="djj-children"' not in kid_html
+    posted = client.post(f"/admin/django_jobs/job/{tree.pk}/retry/", {"children": "on"})
+    assert posted.status_code == 302
+    tree.refresh_from_db()
+    assert tree.state == "waiting" and tree.children_pending == 1
