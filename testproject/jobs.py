@@ -52,6 +52,38 @@ def hello(ctx):
     return {"greeting": f"hello {ctx.payload or 'world'}"}
 
 
+class PublishInput(serializers.Serializer):
+    video = serializers.CharField(max_length=100)
+    sizes = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=1000),
+        min_length=1,
+        max_length=10,
+        default=[5, 10, 20],
+    )
+
+
+@job(
+    "demo.publish",
+    idempotency_key="payload",
+    label="Publish a video (renders in several sizes)",
+    group="Demo",
+    input=PublishInput,
+    retry=Retry(attempts=3, delay="2s"),
+)
+def publish(ctx):
+    """A workflow: one ``demo.render`` child per size, gathered, then announced."""
+    video = ctx.payload["video"]
+    sizes = ctx.payload.get("sizes") or [5, 10, 20]
+    ids = ctx.step.spawn(
+        "renders", render, [{"video": f"{video}-{frames}", "frames": frames} for frames in sizes]
+    )
+    ctx.log(f"rendering {video} in {len(ids)} sizes: jobs {', '.join(f'#{i}' for i in ids)}")
+    results = ctx.step.gather("rendered", ids)  # waiting, holding no slot, until all end
+    urls = ctx.step.run("announce", lambda: [r["url"] for r in results])
+    ctx.log(f"published {video}")
+    return {"video": video, "urls": urls}
+
+
 # --- kinds used by the test suite -----------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from unittest.mock import patch
 
 import time_machine
 from asgiref.sync import sync_to_async
@@ -370,3 +371,20 @@ class JsonTests(WorkflowKinds):
         kid = Job.objects.filter(parent=parent).first()
         assert job_json(kid)["parent"] == parent.pk
         assert job_json(kid)["children"] is None
+
+
+class DemoTests(TestCase):
+    def test_the_demo_publish_job_fans_out_renders_and_gathers_them(self):
+        from testproject.jobs import publish
+
+        parent = publish.enqueue({"video": "intro", "sizes": [1, 2]})
+        with patch.dict("os.environ", {"DEMO_FRAME_SECONDS": "0"}):
+            run_until_idle()
+        parent.refresh_from_db()
+        assert parent.state == "succeeded", parent.error
+        assert parent.result == {
+            "video": "intro",
+            "urls": ["/media/intro-1.mp4", "/media/intro-2.mp4"],
+        }
+        kinds = Job.objects.filter(parent=parent).values_list("kind", flat=True)
+        assert list(kinds) == ["demo.render", "demo.render"]
