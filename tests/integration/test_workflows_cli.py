@@ -48,3 +48,11 @@ def test_retry_children_puts_the_parent_back_to_wait():
     parent.refresh_from_db()
     assert parent.state == "waiting" and parent.children_pending == 1
     assert Job.objects.get(parent=parent, payload__n=2).state == "queued"
+
+
+def test_drain_runs_the_children_and_wakes_the_parent():
+    parent = fan.enqueue({"children": [{"n": 2}, {"n": 3}]})
+    jobs("drain", "--limit", 10)
+    parent.refresh_from_db()
+    assert parent.state == "succeeded" and parent.result == [4, 9]
+    assert parent.children_pending == 0

@@ -388,3 +388,79 @@ class DemoTests(TestCase):
         }
         kinds = Job.objects.filter(parent=parent).values_list("kind", flat=True)
         assert list(kinds) == ["demo.render", "demo.render"]
+
+
+class EndPathTests(WorkflowKinds):
+    """Every way a child ends counts against its parent: rescue, cancel, pruning."""
+
+    def test_a_child_failed_by_the_rescue_wakes_its_parent(self):
+        from django_jobs import clock
+        from django_jobs.store import get_store
+
+        child = self.square_kind()
+        store = get_store()
+        with time_machine.travel(T0, tick=False) as traveller:
+            parent = self.fan_out_kind(child=child, count=1).enqueue({})
+            run_until_idle(max_jobs=1)  # the parent spawns and waits
+            claimed = store.claim(
+                engine=None,
+                worker_id="dead-worker",
+                limit=1,
+                now=clock.now(),
+                leased_until=clock.now() + timedelta(seconds=30),
+            )
+            assert [j.parent_id for j in claimed] == [parent.pk]
+            traveller.move_to(T0 + timedelta(minutes=5))  # its worker died: the lease ran out
+            rescued = store.rescue(engine=None, now=clock.now(), error="lease ran out")
+            assert rescued == [(claimed[0].pk, "failed")]  # its one attempt was spent
+            parent.refresh_from_db()
+            assert parent.children_pending == 0
+            assert parent.run_at == T0 + timedelta(minutes=5)  # woken: due now
+            run_until_idle()
+        parent.refresh_from_db()
+        assert parent.state == "failed" and parent.error.startswith("CHILD_FAILED")
+
+    def test_cancelling_one_child_counts_it_as_ended(self):
+        parent = self.fan_out_kind(count=2, failed="collect").enqueue({})
+        run_until_idle(max_jobs=1)
+        first = Job.objects.filter(parent=parent).order_by("id").first()
+        cancel(first.pk)
+        parent.refresh_from_db()
+        assert parent.children_pending == 1 and parent.state == "waiting"
+        run_until_idle()
+        parent.refresh_from_db()
+        assert [r["state"] for r in parent.result] == ["cancelled", "succeeded"]
+
+    def test_pruning_an_ended_parent_leaves_its_live_children_readable(self):
+        from django_jobs.retention import prune
+
+        child = self.square_kind()
+
+        def fire_and_forget(ctx):
+            return ctx.step.spawn("later", child, [{"n": 1}, {"n": 2}], delay="100d")
+
+        with time_machine.travel(T0, tick=False):
+            parent = self.define("wf.forget", fire_and_forget).enqueue({})
+            run_until_idle()
+        parent.refresh_from_db()
+        assert parent.state == "succeeded"  # it did not gather: its children are still queued
+        with time_machine.travel(T0 + timedelta(days=40), tick=False):
+            assert prune("30d").jobs == 1  # the raw delete clears the children's link first
+        assert not Job.objects.filter(pk=parent.pk).exists()
+        kids = Job.objects.filter(pk__in=parent.result)
+        assert [(k.state, k.parent_id) for k in kids] == [("queued", None), ("queued", None)]
+
+    def test_the_events_carry_parent_and_children(self):
+        import json
+
+        from django_jobs.events.payloads import event_text
+
+        parent = self.fan_out_kind(count=2).enqueue({})
+        run_until_idle(max_jobs=2)
+        parent.refresh_from_db()
+        data = json.loads(event_text("job.waiting", parent, T0))
+        assert data["job"]["parent"] is None
+        assert data["job"]["children"] == {"queued": 1, "succeeded": 1, "total": 2}
+        kid = Job.objects.filter(parent=parent).first()
+        data = json.loads(event_text("job.succeeded", kid, T0))
+        assert data["job"]["parent"] == parent.pk and data["job"]["children"] is None
