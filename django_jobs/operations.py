@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 from django.db.models import F
 
 from . import clock
@@ -36,11 +36,31 @@ def _locked(job_id: int) -> Job:
         ) from None
 
 
+#: PostgreSQL's "deadlock detected": the transaction was rolled back and may simply run again.
+DEADLOCK = "40P01"
+
+
 def cancel(job_id: int) -> dict[str, Any]:
     """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``).
 
     Its children that have not ended are cancelled too, down the tree, in the same transaction.
+    That transaction locks the parent, then its children; a worker recording a child's end
+    locks them the other way round, so PostgreSQL may pick the cancel as a deadlock's victim:
+    it is rolled back whole and run again (unless it runs inside the caller's transaction,
+    which the deadlock aborted: then the error is the caller's to handle).
     """
+    retry_deadlock = not connections[jobs_settings.DATABASE].in_atomic_block
+    for attempt in range(3):
+        try:
+            return _cancel(job_id)
+        except OperationalError as exc:
+            deadlock = getattr(exc.__cause__, "sqlstate", None) == DEADLOCK
+            if not (deadlock and retry_deadlock) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _cancel(job_id: int) -> dict[str, Any]:
     alias = jobs_settings.DATABASE
     store = get_store(alias)
     with transaction.atomic(using=alias):

@@ -464,3 +464,39 @@ class EndPathTests(WorkflowKinds):
         kid = Job.objects.filter(parent=parent).first()
         data = json.loads(event_text("job.succeeded", kid, T0))
         assert data["job"]["parent"] == parent.pk and data["job"]["children"] is None
+
+
+class ForeignChildTests(WorkflowKinds):
+    def test_a_child_of_another_parent_is_rechecked_not_adopted(self):
+        from django_jobs.engine.workflows import FOREIGN_RECHECK
+
+        child = self.square_kind()
+
+        def fan(ctx):
+            ids = ctx.step.spawn("children", child, [{"n": 6}], delay=ctx.payload["delay"])
+            return ctx.step.gather("gathered", ids)
+
+        handle = self.define("wf.shared", fan)
+        with time_machine.travel(T0, tick=False) as traveller:
+            first = handle.enqueue({"delay": "1m"})
+            run_until_idle()
+            second = handle.enqueue({"delay": "2m"})  # its child dedupes onto first's
+            run_until_idle()
+            first.refresh_from_db()
+            second.refresh_from_db()
+            kid = Job.objects.get(parent=first)
+            assert JobStep.objects.get(job=second, name="children").value == [kid.pk]
+            assert (first.children_pending, second.children_pending) == (1, 0)
+            assert second.state == "waiting"
+            assert second.run_at == T0 + FOREIGN_RECHECK  # it cannot be woken by kid
+            traveller.move_to(T0 + timedelta(minutes=1))
+            run_until_idle()  # second re-checks (kid still queued), then kid, then first
+            second.refresh_from_db()
+            assert second.state == "waiting"
+            traveller.move_to(T0 + timedelta(minutes=1) + FOREIGN_RECHECK)
+            run_until_idle()  # second's next re-check finds kid ended
+        first.refresh_from_db()
+        second.refresh_from_db()
+        assert (first.state, first.result) == ("succeeded", [36])
+        assert (second.state, second.result) == ("succeeded", [36])
+        assert self.calls["square:6"] == 1
