@@ -239,6 +239,8 @@ def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, An
                 job.state, job.ended_at = "failed", now
                 job.error = f"Step {step!r} was resolved as failed by an operator."
             job.save(using=alias)
+            if job.state == "failed":
+                get_store(alias).children_ended([job.parent_id], now)  # an end, as any other
     return job_json(job)
 
 

@@ -420,6 +420,27 @@ class EndPathTests(WorkflowKinds):
         parent.refresh_from_db()
         assert parent.state == "failed" and parent.error.startswith("CHILD_FAILED")
 
+    def test_a_child_resolved_as_failed_wakes_its_parent(self):
+        from django_jobs import Uncertain, resolve
+
+        def unsure(ctx):
+            ctx.step.run("charge", lambda: 1)
+            raise Uncertain("did the charge go through?")
+
+        child = self.define("wf.unsure", unsure, retry=Retry(attempts=1))
+        parent = self.fan_out_kind(child=child, count=1).enqueue({})
+        run_until_idle()
+        kid = Job.objects.get(parent=parent)
+        assert kid.state == "unknown"
+        parent.refresh_from_db()
+        assert parent.state == "waiting" and parent.children_pending == 1  # unknown is live
+        resolve(kid.pk, "charge", "failed")
+        parent.refresh_from_db()
+        assert parent.children_pending == 0
+        run_until_idle()
+        parent.refresh_from_db()
+        assert parent.state == "failed" and parent.error.startswith("CHILD_FAILED")
+
     def test_cancelling_one_child_counts_it_as_ended(self):
         parent = self.fan_out_kind(count=2, failed="collect").enqueue({})
         run_until_idle(max_jobs=1)
