@@ -26,3 +26,11 @@ ASYNC_SLEEP = 0.2
 @job("bench.async_sleep", idempotency_key="payload")
 async def async_sleep(ctx: object) -> None:
     await asyncio.sleep(ASYNC_SLEEP)
+
+
+@job("bench.fan_out", idempotency_key="payload")
+def fan_out(ctx: object) -> int:
+    """Spawns ``children`` no-op children and gathers them (``python -m bench.fanout``)."""
+    count = ctx.payload["children"]  # type: ignore[attr-defined]
+    ids = ctx.step.spawn("children", noop, [{"child": n} for n in range(count)])  # type: ignore[attr-defined]
+    return len(ctx.step.gather("gathered", ids))  # type: ignore[attr-defined]

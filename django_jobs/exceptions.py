@@ -137,6 +137,19 @@ class NotCancellable(JobsError):
     code = "NOT_CANCELLABLE"
 
 
+class ChildFailed(JobsError):
+    """``ctx.step.gather`` found children that failed or were cancelled (``.failed``: their ids).
+
+    The parent fails at once, without using its retries, unless its runner catches this.
+    """
+
+    code = "CHILD_FAILED"
+
+    def __init__(self, message: str = "", *, failed: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.failed = list(failed or [])
+
+
 # --- control flow ---------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ tool                  same JSON as
 ``kinds``             ``jobs kinds --json``
 ``explain_claim``     (no command) the claim statement of an engine and queue,
                       its parameters and the database's plan for it
-``retry``             ``jobs retry ID [--from-step NAME] --json``
+``retry``             ``jobs retry ID [--from-step NAME] [--children] --json``
 ``cancel``            ``jobs cancel ID --json``
 ``wake``              ``jobs wake --json``
 ====================  =====================================================
@@ -158,10 +158,11 @@ def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str
 # --- the action tools (--allow-actions) ------------------------------------------------------
 
 
-def retry(job_id: int, from_step: str | None = None) -> dict[str, Any]:
+def retry(job_id: int, from_step: str | None = None, children: bool = False) -> dict[str, Any]:
     """Queue a failed, blocked or cancelled job again; from_step also forgets that step and the
-    ones after it so they run again: what `manage.py jobs retry ID --json` prints."""
-    return operations.retry(job_id, from_step=from_step)
+    ones after it so they run again; children also retries its failed and cancelled children
+    (down the tree) and the job waits for them: what `manage.py jobs retry ID --json` prints."""
+    return operations.retry(job_id, from_step=from_step, children=children)
 
 
 def cancel(job_id: int) -> dict[str, Any]:

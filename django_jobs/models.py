@@ -56,6 +56,24 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     timestamps_derived = models.BooleanField(default=False)
+    # The job whose ``ctx.step.spawn`` started this one (None: a top-level job). SET_NULL: a
+    # pruned parent leaves its children readable (and their end then wakes nobody).
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+        # django_jobs_parent_idx (partial) serves "the children of"; top-level rows cost nothing.
+        db_index=False,
+    )
+    # Children spawned and not yet ended: each child's end decrements it in the transaction
+    # that records that end, and the one that brings it to zero wakes this job (O(1) per end).
+    # db_default too: a row written by SQL that predates these columns (an import, a worker
+    # of the previous release during a rolling deploy) gets 0, not a NOT NULL error.
+    children_pending = models.IntegerField(default=0, db_default=0)
+    # Children ever counted for this job: 0 means "not a parent", so job JSON reads no counts.
+    children_total = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["-id"]
@@ -82,6 +100,11 @@ class Job(models.Model):
                 fields=["owner", "-id"],
                 name="django_jobs_owner_idx",
                 condition=models.Q(owner__isnull=False),
+            ),
+            models.Index(
+                fields=["parent", "id"],
+                name="django_jobs_parent_idx",
+                condition=models.Q(parent__isnull=False),
             ),
             models.Index(
                 fields=["ended_at"],

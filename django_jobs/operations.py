@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
+from django.db.models import F
 
 from . import clock
 from .conf import jobs_settings
@@ -35,37 +36,90 @@ def _locked(job_id: int) -> Job:
         ) from None
 
 
+#: PostgreSQL's "deadlock detected": the transaction was rolled back and may simply run again.
+DEADLOCK = "40P01"
+
+
 def cancel(job_id: int) -> dict[str, Any]:
-    """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``)."""
+    """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``).
+
+    Its children that have not ended are cancelled too, down the tree, in the same transaction.
+    That transaction locks the parent, then its children; a worker recording a child's end
+    locks them the other way round, so PostgreSQL may pick the cancel as a deadlock's victim:
+    it is rolled back whole and run again (unless it runs inside the caller's transaction,
+    which the deadlock aborted: then the error is the caller's to handle).
+    """
+    retry_deadlock = not connections[jobs_settings.DATABASE].in_atomic_block
+    for attempt in range(3):
+        try:
+            return _cancel(job_id)
+        except OperationalError as exc:
+            deadlock = getattr(exc.__cause__, "sqlstate", None) == DEADLOCK
+            if not (deadlock and retry_deadlock) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _cancel(job_id: int) -> dict[str, Any]:
     alias = jobs_settings.DATABASE
+    store = get_store(alias)
     with transaction.atomic(using=alias):
         job = _locked(job_id)
         if job.state in ENDED_STATES:
             raise NotCancellable(
                 f"Job #{job.pk} has already ended ({job.state}); there is nothing to cancel."
             )
+        now = clock.now()
         if job.state == "running":
             job.cancel_requested = True
             job.save(using=alias, update_fields=["cancel_requested"])
         else:
             # Ending the row also disarms a waiting job's re-ask: nothing claims it again.
-            job.state, job.ended_at, job.wait_reason = "cancelled", clock.now(), None
+            job.state, job.ended_at, job.wait_reason = "cancelled", now, None
             job.save(using=alias, update_fields=["state", "ended_at", "wait_reason"])
+            store.children_ended([job.parent_id], now)
             publish_after_commit("job.cancelled", job, alias=alias)
+        if job.children_total:
+            _cancel_tree(store, job.pk, now, alias)
     return job_json(job)
 
 
-def check_retry(user: Any, job: Job, from_step: str | None = None) -> None:
-    """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``)."""
+def _cancel_tree(store: Any, root_id: int, now: datetime, alias: str) -> None:
+    """Cancel the live descendants of ``root_id``, level by level (each job visited once)."""
+    seen, pending = {root_id}, [root_id]
+    while pending:
+        parent_id = pending.pop()
+        cancelled, parents = store.cancel_children(parent_id, now)
+        for child in cancelled:
+            publish_after_commit("job.cancelled", child, alias=alias)
+        for child_id in parents:
+            if child_id not in seen:
+                seen.add(child_id)
+                pending.append(child_id)
+
+
+def check_retry(
+    user: Any, job: Job, from_step: str | None = None, *, children: bool = False
+) -> None:
+    """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``, with
+    its ``children``)."""
     from .permissions_util import retry_refusal
 
-    refusal = retry_refusal(user, job.owner_id, get(job.kind), from_step=from_step)
+    refusal = retry_refusal(
+        user, job.owner_id, get(job.kind), from_step=from_step, children=children
+    )
     if refusal is not None:
         raise RetryNotAllowed(refusal)
 
 
-def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[str, Any]:
+def retry(
+    job_id: int, from_step: str | None = None, *, by: Any = None, children: bool = False
+) -> dict[str, Any]:
     """Queue a failed, blocked or cancelled job again with a fresh set of attempts.
+
+    ``children``: also retry its failed and cancelled children (and theirs, down the tree);
+    the job then waits for them (``waiting``), and its ``gather`` reads them again once they
+    have ended. Without failed or cancelled children it is a plain retry.
 
     ``by``: the user asking (the API and the admin pass theirs); the retry rule of
     ``permissions_util.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
@@ -76,7 +130,7 @@ def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[
         with transaction.atomic(using=alias):
             job = _locked(job_id)
             if by is not None:
-                check_retry(by, job, from_step)
+                check_retry(by, job, from_step, children=children)
             if job.state not in RETRYABLE_STATES:
                 hint = (
                     " Resolve its unknown step first (`manage.py jobs resolve`)."
@@ -89,21 +143,62 @@ def retry(job_id: int, from_step: str | None = None, *, by: Any = None) -> dict[
                 )
             if from_step is not None:
                 _reset_steps_from(job, from_step, alias)
-            handle = get(job.kind)
-            job.state, job.run_at, job.error, job.ended_at = "queued", clock.now(), None, None
-            job.cancel_requested, job.wait_reason = False, None
-            job.max_attempts = job.attempts + (handle.retry.attempts if handle else 1)
-            if handle is not None:
-                job.version = handle.version
-            job.save(using=alias)
-            get_store(alias).notify({job.engine})
-            publish_after_commit("job.retrying", job, alias=alias)
+            retried = _retry_children(job, alias, {job.pk}) if children else 0
+            if job.parent_id is not None and job.state in ENDED_STATES:
+                # Its end was counted on its parent: it is pending there again.
+                Job.objects.using(alias).filter(pk=job.parent_id).update(
+                    children_pending=F("children_pending") + 1
+                )
+            _requeue(job, alias, waiting_for=retried)
     except IntegrityError:
         raise JobDuplicate(
             f"Job #{job_id} cannot be retried: another live job holds its idempotency key. "
             "Let that one finish or cancel it first."
         ) from None
     return job_json(job)
+
+
+def _requeue(job: Job, alias: str, *, waiting_for: int = 0) -> None:
+    """Put an ended (or blocked) job back with a fresh set of attempts: ``queued`` now, or,
+    with ``waiting_for`` children retried, ``waiting`` until the last of them ends."""
+    handle = get(job.kind)
+    job.error, job.ended_at, job.cancel_requested = None, None, False
+    if waiting_for:
+        job.state, job.run_at = "waiting", None
+        job.wait_reason = f"waiting for {waiting_for} retried children"
+    else:
+        job.state, job.run_at, job.wait_reason = "queued", clock.now(), None
+    job.max_attempts = job.attempts + (handle.retry.attempts if handle else 1)
+    if handle is not None:
+        job.version = handle.version
+    job.save(using=alias)
+    if not waiting_for:
+        get_store(alias).notify({job.engine})
+    publish_after_commit("job.retrying", job, alias=alias)
+
+
+def _retry_children(job: Job, alias: str, seen: set[int]) -> int:
+    """Retry the failed and cancelled children of ``job`` (theirs first, down the tree) and
+    count them as pending on ``job`` again; return how many. Children still live are
+    already counted; succeeded ones keep their results."""
+    if not job.children_total:
+        return 0
+    kids = list(
+        Job.objects.using(alias)
+        .select_for_update()
+        .filter(parent_id=job.pk, state__in=("failed", "cancelled"))
+        .order_by("id")
+    )
+    kids = [kid for kid in kids if kid.pk not in seen]
+    for kid in kids:
+        seen.add(kid.pk)
+        _requeue(kid, alias, waiting_for=_retry_children(kid, alias, seen))
+    if kids:
+        Job.objects.using(alias).filter(pk=job.pk).update(
+            children_pending=F("children_pending") + len(kids)
+        )
+        job.children_pending += len(kids)
+    return len(kids)
 
 
 def _reset_steps_from(job: Job, name: str, alias: str) -> None:
@@ -150,6 +245,7 @@ def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, An
                 get_store(alias).notify({job.engine})
                 publish_after_commit("job.retrying", job, alias=alias)
             else:
+                get_store(alias).children_ended([job.parent_id], now)  # an end, as any other
                 publish_after_commit("job.failed", job, alias=alias)
     return job_json(job)
 
@@ -176,6 +272,40 @@ def inspect_job(job_id: int) -> dict[str, Any]:
     except Job.DoesNotExist:
         raise JobNotFound(f"No job has id {job_id}.") from None
     return job_detail_json(job)
+
+
+#: Children shown per job by ``children_tree`` (the rest are counted, not listed).
+TREE_WIDTH = 50
+
+
+def children_tree(job_id: int, *, width: int = TREE_WIDTH, depth: int = 10) -> list[dict[str, Any]]:
+    """The job's children and theirs, down to ``depth`` levels: ``{id, kind, state,
+    children, more}`` each, at most ``width`` per job in spawn order (``more``: how many
+    were left out). One query per parent shown; each job appears once (no cycle loops)."""
+    seen = {job_id}
+
+    def level(parent_id: int, left: int) -> list[dict[str, Any]]:
+        rows = list(
+            Job.objects.using(jobs_settings.DATABASE)
+            .filter(parent_id=parent_id)
+            .order_by("id")
+            .values("id", "kind", "state", "children_total")[: width + 1]
+        )
+        nodes = []
+        for row in rows[:width]:
+            if row["id"] in seen:
+                continue
+            seen.add(row["id"])
+            below = level(row["id"], left - 1) if row["children_total"] and left > 1 else []
+            nodes.append(
+                {"id": row["id"], "kind": row["kind"], "state": row["state"], "children": below}
+            )
+        if len(rows) > width and nodes:
+            total = Job.objects.using(jobs_settings.DATABASE).filter(parent_id=parent_id).count()
+            nodes[-1]["more"] = total - width
+        return nodes
+
+    return level(job_id, depth)
 
 
 def dead_letters(limit: int = 100) -> list[dict[str, Any]]:

@@ -51,15 +51,23 @@ RETRY_OPERATORS_ONLY = "Only operators may retry jobs of this kind."
 
 
 def retry_refusal(
-    user: Any, owner_id: Any, handle: JobHandle | None, *, from_step: str | None = None
+    user: Any,
+    owner_id: Any,
+    handle: JobHandle | None,
+    *,
+    from_step: str | None = None,
+    children: bool = False,
 ) -> str | None:
     """Why ``user`` may not retry this job (``None``: they may). The one retry rule.
 
-    Operators retry any job, from any step. An owner retries their own job of a member-safe
-    kind, plainly: ``from_step`` re-runs completed steps, whose effects the owner cannot undo.
+    Operators retry any job, from any step, with its children. An owner retries their own job
+    of a member-safe kind, plainly: ``from_step`` re-runs completed steps, whose effects the
+    owner cannot undo, and ``children`` re-runs jobs of kinds they may not submit.
     """
     if is_operator(user):
         return None
+    if children:
+        return CHILDREN_OPERATORS_ONLY
     if handle is None or not handle.member_safe:
         return RETRY_OPERATORS_ONLY
     if owner_id is None or owner_id != getattr(user, "pk", None):
@@ -67,6 +75,11 @@ def retry_refusal(
     if from_step is not None:
         return FROM_STEP_OPERATORS_ONLY
     return None
+
+
+CHILDREN_OPERATORS_ONLY = (
+    "Only operators may retry a job with its children; retry the job itself, or ask an operator."
+)
 
 
 def can_retry(

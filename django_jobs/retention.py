@@ -145,9 +145,11 @@ def _delete(ids: list[int], alias: str) -> tuple[int, int]:
     transaction, which also adds the jobs to the pruned tally."""
     _tally(ids, alias)
     if not _needs_collector():
-        # Nothing but JobStep points at Job and nobody listens for deletions: two statements,
-        # steps first, then the jobs, without loading a row.
+        # Nothing but JobStep (and a job's own parent link) points at Job and nobody listens
+        # for deletions: steps first, then the children's link (on_delete=SET_NULL, done by
+        # hand: the raw delete skips the collector), then the jobs, without loading a row.
         steps, _ = JobStep.objects.using(alias).filter(job_id__in=ids).delete()
+        Job.objects.using(alias).filter(parent_id__in=ids).update(parent=None)
         return Job.objects.using(alias).filter(pk__in=ids)._raw_delete(alias), steps
     # Another model refers to Job, or a receiver listens: let Django's collector honour them.
     _, per_model = Job.objects.using(alias).filter(pk__in=ids).only("pk").delete()
@@ -176,7 +178,11 @@ def _tally(ids: list[int], alias: str) -> None:
 
 
 def _needs_collector() -> bool:
-    others = [r for r in Job._meta.related_objects if r.related_model is not JobStep]
+    others = [
+        r
+        for r in Job._meta.related_objects
+        if r.related_model is not JobStep and not (r.related_model is Job and r.name == "children")
+    ]
     listened = any(
         signal.has_listeners(model)
         for signal in (pre_delete, post_delete)

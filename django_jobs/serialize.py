@@ -72,6 +72,58 @@ def _progress(key: str) -> Callable[[Job], Any]:
     return get
 
 
+def children_counts(job_ids: list[int], alias: str | None = None) -> dict[int, dict[str, int]]:
+    """The children of these jobs counted per state, with ``total``: one query for them all."""
+    from django.db.models import Count
+
+    from .conf import jobs_settings
+    from .models import Job
+    from .types import JobState
+
+    counts: dict[int, dict[str, int]] = {}
+    if not job_ids:
+        return counts
+    rows = (
+        Job.objects.using(alias or jobs_settings.DATABASE)
+        .filter(parent_id__in=job_ids)
+        .order_by()
+        .values_list("parent_id", "state")
+        .annotate(n=Count("id"))
+    )
+    for parent_id, state, n in rows:
+        counts.setdefault(parent_id, {})[state] = n
+    # States in their lifecycle order (JobState), then the total: stable for every reader.
+    order = {state: n for n, state in enumerate(JobState.values)}
+    return {
+        parent_id: {
+            **dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order)))),
+            "total": sum(found.values()),
+        }
+        for parent_id, found in counts.items()
+    }
+
+
+def attach_children(jobs: list[Any]) -> None:
+    """Count the children of the parents among ``jobs`` in one query, for their JSON (a list
+    page calls this once, instead of one query per parent)."""
+    parents = [job for job in jobs if getattr(job, "children_total", 0)]
+    counts = children_counts([job.pk for job in parents])
+    for job in parents:
+        job.__dict__["_children"] = counts.get(job.pk, {"total": 0})
+
+
+def _children(job: Job) -> dict[str, int] | None:
+    # None for a job that never had children (read from its own row: no query). A parent's
+    # counts are read now (one query), unless a list attached them (``attach_children``):
+    # never cached on the job, whose children keep ending.
+    if not getattr(job, "children_total", 0):
+        return None
+    attached = job.__dict__.get("_children")
+    if attached is not None:
+        return attached
+    return children_counts([job.pk]).get(job.pk, {"total": 0})
+
+
 @dataclass(frozen=True, slots=True)
 class JobField:
     """One key of the job JSON."""
@@ -126,6 +178,8 @@ JOB_FIELDS: tuple[JobField, ...] = (
     JobField("ended_at", "ended_at", instant=True),
     JobField("timestamps_derived", "timestamps_derived"),
     JobField("idempotency_key", "idempotency_key"),
+    JobField("parent", "parent_id"),
+    JobField("children", _children),
 )
 
 _MEMBER_FIELDS = tuple(field for field in JOB_FIELDS if field.member is not None)

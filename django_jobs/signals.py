@@ -14,3 +14,8 @@ from django.dispatch import Signal
 
 # Cached per sender: sent several times for every job, it must cost next to nothing.
 job_event = Signal(use_caching=True)
+
+#: Sent by ``ctx.step.spawn`` inside the transaction that inserts the children and records the
+#: step, after the insert: ``parent`` (the ``Job``) and ``children`` (the ``Job`` rows, deduped
+#: ones included). A receiver's writes commit or roll back with the children.
+children_spawned = Signal()

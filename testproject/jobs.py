@@ -7,9 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+from django.dispatch import receiver
 from rest_framework import serializers
 
 from django_jobs import Retry, job
+from django_jobs.signals import children_spawned
 
 from .models import Execution
 
@@ -48,6 +50,38 @@ def hello(ctx):
     ctx.log(f"hello {ctx.payload or 'world'}")
     ctx.progress("done", 100)
     return {"greeting": f"hello {ctx.payload or 'world'}"}
+
+
+class PublishInput(serializers.Serializer):
+    video = serializers.CharField(max_length=100)
+    sizes = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=1000),
+        min_length=1,
+        max_length=10,
+        default=[5, 10, 20],
+    )
+
+
+@job(
+    "demo.publish",
+    idempotency_key="payload",
+    label="Publish a video (renders in several sizes)",
+    group="Demo",
+    input=PublishInput,
+    retry=Retry(attempts=3, delay="2s"),
+)
+def publish(ctx):
+    """A workflow: one ``demo.render`` child per size, gathered, then announced."""
+    video = ctx.payload["video"]
+    sizes = ctx.payload.get("sizes") or [5, 10, 20]
+    ids = ctx.step.spawn(
+        "renders", render, [{"video": f"{video}-{frames}", "frames": frames} for frames in sizes]
+    )
+    ctx.log(f"rendering {video} in {len(ids)} sizes: jobs {', '.join(f'#{i}' for i in ids)}")
+    results = ctx.step.gather("rendered", ids)  # waiting, holding no slot, until all end
+    urls = ctx.step.run("announce", lambda: [r["url"] for r in results])
+    ctx.log(f"published {video}")
+    return {"video": video, "urls": urls}
 
 
 # --- kinds used by the test suite -----------------------------------------------------------
@@ -372,3 +406,60 @@ def three_steps(ctx):
         "effect": ctx.step.atomic("effect", effect),
         "last": ctx.step.run("last", lambda: {"pid": os.getpid()}),
     }
+
+
+# --- kinds used by the workflow tests --------------------------------------------------------
+
+
+@job("workflow.square", idempotency_key="payload", retry=Retry(attempts=1))
+def square(ctx):
+    """A child: n squared. ``until``: first wait for that file; ``fail``: raise instead."""
+    _record(ctx, f"square:{ctx.payload['n']}")
+    if ctx.payload.get("until"):
+        _wait_for_file(ctx.payload["until"])
+    if ctx.payload.get("fail"):
+        raise RuntimeError(f"square {ctx.payload['n']} was asked to fail")
+    return ctx.payload["n"] ** 2
+
+
+@job("workflow.fan", idempotency_key="payload", retry=Retry(attempts=3, delay=0, jitter=False))
+def fan(ctx):
+    """Spawns one ``workflow.square`` per item of ``children`` and gathers them."""
+    ids = ctx.step.spawn("children", square, ctx.payload["children"])
+    results = ctx.step.gather("gathered", ids)
+    _record(ctx, "after-gather")
+    return results
+
+
+@job("workflow.pair", idempotency_key="payload", retry=Retry(attempts=1))
+def pair(ctx):
+    """Two children on two queues (so two workers can each take one), then gathers both."""
+    left = ctx.step.spawn("left", square, ctx.payload["left"], queue="wf-left")
+    right = ctx.step.spawn("right", square, ctx.payload["right"], queue="wf-right")
+    results = ctx.step.gather("gathered", left + right)
+    _record(ctx, "after-gather")
+    return results
+
+
+@job(
+    "workflow.spawn_then_pause",
+    idempotency_key="payload",
+    retry=Retry(attempts=3, delay=0, jitter=False),
+)
+def spawn_then_pause(ctx):
+    """As ``workflow.fan``; on its first attempt its spawn pauses inside the step's
+    transaction, after the insert (see ``_pause_inside_spawn``)."""
+    ids = ctx.step.spawn("children", square, ctx.payload["children"])
+    results = ctx.step.gather("gathered", ids)
+    _record(ctx, "after-gather")
+    return results
+
+
+@receiver(children_spawned)
+def _pause_inside_spawn(sender, parent, children, **kwargs):
+    # The children are inserted, the step not yet recorded, nothing committed: the file
+    # "spawned" tells the test, which then kills the worker.
+    if parent.kind != "workflow.spawn_then_pause" or parent.attempts > 1:
+        return
+    Path(parent.payload["spawned"]).write_text(",".join(str(c.pk) for c in children))
+    _wait_for_file(parent.payload["until"], seconds=60)

@@ -26,6 +26,7 @@ from ..exceptions import JobsError
 from ..models import Job, JobStep
 from ..paginator import EstimatedCountPaginator
 from ..permissions_util import is_operator
+from ..serialize import children_counts
 from ..stats import expired_leases, queue_stats, throughput
 from ..types import ENDED_STATES, RETRYABLE_STATES
 from .display import (
@@ -75,6 +76,7 @@ class JobAdmin(admin.ModelAdmin):
                     ("queue", "engine", "priority"),
                     ("owner", "tenant"),
                     ("idempotency_key", "version"),
+                    ("parent_display", "children_display"),
                 )
             },
         ),
@@ -165,6 +167,22 @@ class JobAdmin(admin.ModelAdmin):
         return format_html('<pre class="djj-error">{}</pre>', job.error) if job.error else EMPTY
 
     @admin.display(description="payload")
+    @admin.display(description="parent")
+    def parent_display(self, job: Job) -> SafeString | str:
+        if job.parent_id is None:
+            return EMPTY
+        return format_html(
+            '<a href="{}">#{}</a>', self._url("change", job.parent_id), job.parent_id
+        )
+
+    @admin.display(description="children")
+    def children_display(self, job: Job) -> str:
+        if not job.children_total:
+            return EMPTY
+        counts = children_counts([job.pk]).get(job.pk, {"total": 0})
+        states = ", ".join(f"{n} {state}" for state, n in counts.items() if state != "total")
+        return f"{counts['total']} ({states})"
+
     def payload_display(self, job: Job) -> SafeString:
         return pretty_json(job.payload)
 
@@ -318,7 +336,10 @@ class JobAdmin(admin.ModelAdmin):
             step.started = timestamp(step.started_at)
             step.ended = timestamp(step.ended_at)
         operator = self.has_operate_permission(request)
+        children = self.children_rows(job)
         return {
+            "djj_children": children,
+            "djj_children_more": max(job.children_total - len(children), 0),
             "djj_overview_url": self._url("overview"),
             "djj_steps": steps,
             "djj_log": [str(line) for line in (job.log or [])],
@@ -333,6 +354,28 @@ class JobAdmin(admin.ModelAdmin):
             "djj_resolve_url": self._url("resolve", job.pk),
             **live_context(job.pk),
         }
+
+    #: Children listed on a job page; the rest are counted (``GET {id}/children/`` pages on).
+    CHILDREN_SHOWN = 100
+
+    def children_rows(self, job: Job) -> list[dict[str, Any]]:
+        if not job.children_total:
+            return []
+        rows = (
+            Job.objects.using(jobs_settings.DATABASE)
+            .filter(parent_id=job.pk)
+            .order_by("id")
+            .values("id", "kind", "state", "ended_at")[: self.CHILDREN_SHOWN]
+        )
+        return [
+            {
+                **row,
+                "badge": state_badge(row["state"]),
+                "ended": timestamp(row["ended_at"]),
+                "url": self._url("change", row["id"]),
+            }
+            for row in rows
+        ]
 
     # -- operator actions: POST only, CSRF-checked, through ``operations`` -----------------------
 
@@ -356,8 +399,11 @@ class JobAdmin(admin.ModelAdmin):
     def retry_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         def act(job: Job) -> str:
             from_step = request.POST.get("from_step") or None
-            operations.retry(job.pk, from_step=from_step, by=request.user)
+            children = request.POST.get("children") == "on"
+            row = operations.retry(job.pk, from_step=from_step, by=request.user, children=children)
             again = f" from step {from_step!r}" if from_step else ""
+            if row["state"] == "waiting":
+                return f"Job #{job.pk} was retried{again}: it waits for its retried children."
             return f"Job #{job.pk} was retried{again}: it is queued again."
 
         return self._operate(request, object_id, act)

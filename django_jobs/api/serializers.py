@@ -105,6 +105,15 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: ``"yes"``, ``1`` or ``"true"`` are refused, not guessed at."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class AwareDateTimeField(serializers.DateTimeField):
     """An ISO 8601 date-time that carries its UTC offset ("2026-03-08T07:30:00+01:00" or "Z")."""
 
@@ -237,6 +246,12 @@ class RetrySerializer(KnownFieldsOnly):
         max_length=200,
         help_text="Forget this step and the ones after it, so they run again.",
     )
+    children = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Also retry the failed and cancelled children, down the tree; the job "
+        "waits for them again. Operators only.",
+    )
 
 
 # --- responses -----------------------------------------------------------------------------
@@ -280,6 +295,15 @@ class JobSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
     timestamps_derived = serializers.BooleanField(read_only=True)
     idempotency_key = serializers.CharField(read_only=True, allow_null=True)
+    parent = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The job that spawned this one, or null."
+    )
+    children = serializers.DictField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        allow_null=True,
+        help_text="Null for a job without children; else their count per state, and total.",
+    )
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()

@@ -42,7 +42,14 @@ from ..exceptions import (
 from ..models import Job, Schedule
 from ..permissions_util import can_schedule, can_submit, is_operator
 from ..registry import JobHandle, all_handles, get
-from ..serialize import View, job_detail_json, job_json, member_view, view_for
+from ..serialize import (
+    View,
+    attach_children,
+    job_detail_json,
+    job_json,
+    member_view,
+    view_for,
+)
 from ..stats import queue_stats
 from ..types import RETRYABLE_STATES, JobState
 from ..validation import key_problem, storable_text
@@ -236,6 +243,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         "retrieve": (),
         "cancel": (),
         "retry": (CanRetryJob,),
+        "children": (),
         "kinds": (),
         "stats": (IsOperator,),
     }
@@ -263,8 +271,12 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         jobs = self.get_queryset()
         for name, value in filters.validated_data.items():
             jobs = jobs.filter(**{name: value})
-        page = self.paginate_queryset(jobs)
-        view = view_for(request.user)
+        return self._page_of(jobs)
+
+    def _page_of(self, jobs: Any) -> Response:
+        page = list(self.paginate_queryset(jobs))
+        attach_children(page)  # one query for the page's parents, none without parents
+        view = view_for(self.request.user)
         return self.get_paginated_response([job_json(job, view=view) for job in page])
 
     def create(self, request: Request) -> Response:
@@ -367,7 +379,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "`from_step` forgets that step and the ones after it, so they run again: "
             "operators only (403 RETRY_NOT_ALLOWED otherwise). Operators retry any job; "
             "owners retry their own jobs of member-safe kinds. An unknown job is resolved "
-            "first, never retried blindly (409)."
+            "first, never retried blindly (409). `children: true` also retries the failed and "
+            "cancelled children, down the tree, and the job waits for them: operators only."
         ),
         request=RetrySerializer,
         responses={200: JobSerializer, 400: E400, 401: E401, 403: E403, 404: E404, 409: E409},
@@ -378,8 +391,9 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         body = RetrySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         from_step = body.validated_data.get("from_step")
+        children = body.validated_data.get("children", False)
         try:  # refused before the step is looked up: a member learns nothing from a refusal
-            operations.check_retry(request.user, job, from_step)
+            operations.check_retry(request.user, job, from_step, children=children)
         except RetryNotAllowed as exc:
             raise RetryNotAllowedError(exc.message) from None
         if (
@@ -396,7 +410,10 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         try:
             return Response(
                 _as_seen_by(
-                    request.user, operations.retry(job.pk, from_step=from_step, by=request.user)
+                    request.user,
+                    operations.retry(
+                        job.pk, from_step=from_step, by=request.user, children=children
+                    ),
                 )
             )
         except RetryNotAllowed as exc:
@@ -405,6 +422,22 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise ConflictError(exc.message, code=exc.code) from None
         except JobNotFound as exc:
             raise NotFoundError(exc.message) from None
+
+    @extend_schema(
+        operation_id="jobs_children",
+        tags=["jobs"],
+        summary="A job's children",
+        description=(
+            "The jobs its `ctx.step.spawn` steps started, in the order they were spawned, "
+            "paginated like the list. Under the parent's authorization: a member sees the "
+            "children of their own jobs; another member's job is 404."
+        ),
+        responses={200: JobSerializer(many=True), 401: E401, 404: E404},
+    )
+    @action(detail=True, methods=["get"])
+    def children(self, request: Request, pk: str | None = None) -> Response:
+        parent = self.get_object()
+        return self._page_of(self.get_queryset().filter(parent_id=parent.pk).order_by("id"))
 
     @extend_schema(
         operation_id="kinds_list",

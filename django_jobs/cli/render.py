@@ -131,6 +131,24 @@ def render_job(detail: dict[str, Any], now: datetime) -> str:
     return "\n".join(out)
 
 
+def render_tree(detail: dict[str, Any], tree: list[dict[str, Any]]) -> str:
+    """The ``inspect`` page's children: one line per job, indented under its parent."""
+    counts = ", ".join(
+        f"{n} {state}" for state, n in detail["children"].items() if state != "total"
+    )
+    out = [f"Children ({detail['children']['total']}: {counts}):"]
+
+    def walk(nodes: list[dict[str, Any]], indent: str) -> None:
+        for node in nodes:
+            out.append(f"{indent}#{node['id']} {printable(node['kind'])} {node['state']}")
+            walk(node["children"], indent + "  ")
+            if node.get("more"):
+                out.append(f"{indent}… and {node['more']} more")
+
+    walk(tree, "  ")
+    return "\n".join(out)
+
+
 def render_stats(stats: dict[str, Any]) -> str:
     """The ``stats`` table: one line per queue, a column per state."""
     states = list(JobState.values)

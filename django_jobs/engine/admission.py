@@ -76,8 +76,13 @@ def admit(
     delay: Duration | None = None,
     idempotency_key: str | None = None,
     on_conflict: str = "return",
+    parent: int | None = None,
 ) -> list[Job]:
-    """Insert one job per payload in one round trip; dedupe on live idempotency keys."""
+    """Insert one job per payload in one round trip; dedupe on live idempotency keys.
+
+    ``parent``: the id of the job spawning these (``ctx.step.spawn``, which also counts them
+    on the parent's row); None for a top-level job.
+    """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f'on_conflict={on_conflict!r}: use "return" or "error".')
     alias = jobs_settings.DATABASE
@@ -98,6 +103,9 @@ def admit(
         _new_job(handle, payload, now, when, owner_id, tenant, queue, priority, idempotency_key)
         for payload in payloads
     ]
+    if parent is not None:
+        for row in rows:
+            row.parent_id = parent
     if not rows:
         return []
     store = get_store(alias)

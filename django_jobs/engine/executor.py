@@ -19,6 +19,7 @@ from .. import clock
 from ..exceptions import (
     Blocked,
     Cancelled,
+    ChildFailed,
     InvalidPayload,
     InvalidResult,
     JobTimeout,
@@ -237,6 +238,12 @@ class Executor:
             state = "blocked" if isinstance(exc, Blocked) else "unknown"
             outcome = self._base(job, started, state, live)
             outcome.error = cap_error(f"{type(exc).__name__}: {exc.reason}")
+            return outcome
+        if isinstance(exc, ChildFailed):
+            # Retrying would gather the same failed children again: fail now, attempts kept
+            # (``retry(id, children=True)`` retries those children and waits for them again).
+            outcome = self._base(job, started, "failed", live)
+            outcome.error = cap_error(f"{exc.code}: {exc.message}")
             return outcome
         if isinstance(exc, Unrecoverable):
             outcome = self._base(job, started, "failed", live)

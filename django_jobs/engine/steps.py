@@ -331,6 +331,47 @@ class Steps:
         ]
         return max(ids, default=0)
 
+    def spawn(self, name: str, handle: Any, payloads: Any, **options: Any) -> list[int]:
+        """Start one child job per payload (a dict alone: one child); return their ids.
+
+        The children are inserted in one round trip, in the transaction that records this
+        step; on replay the stored ids come back and nothing is inserted. A child carries this
+        job as ``parent``, and its owner and tenant; ``options`` are ``enqueue``'s (queue,
+        priority, run_at, delay, idempotency_key, on_conflict). See ``engine.workflows``.
+        """
+        from .workflows import spawn
+
+        return spawn(self, name, handle, payloads, **options)
+
+    def gather(
+        self,
+        name: str,
+        ids: list[int],
+        *,
+        timeout: Duration | None = None,
+        failed: str = "raise",
+    ) -> list[Any]:
+        """Wait, without holding a slot, until every child in ``ids`` has ended; return their
+        results in the order of ``ids``. A failed or cancelled child raises ``ChildFailed``
+        (``failed="collect"``: a ``ChildResult`` per child instead); past ``timeout``,
+        ``JobTimeout`` (the children keep running)."""
+        from .workflows import gather
+
+        return gather(self, name, ids, timeout=timeout, failed=failed)
+
+    async def aspawn(self, name: str, handle: Any, payloads: Any, **options: Any) -> list[int]:
+        return await sync_to_async(self.spawn)(name, handle, payloads, **options)
+
+    async def agather(
+        self,
+        name: str,
+        ids: list[int],
+        *,
+        timeout: Duration | None = None,
+        failed: str = "raise",
+    ) -> list[Any]:
+        return await sync_to_async(self.gather)(name, ids, timeout=timeout, failed=failed)
+
     async def await_for_event(
         self, name: str, event: str, *, match: Any = None, timeout: Duration | None = None
     ) -> Any:

@@ -8,6 +8,7 @@ database's ``now()``, so tests can move time.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -16,8 +17,9 @@ from weakref import WeakKeyDictionary
 
 from django.db import connections, transaction
 
+from .. import clock
 from ..models import Job
-from ..types import LIVE_STATES
+from ..types import ENDED_STATES, LIVE_STATES
 
 TABLE = Job._meta.db_table
 COLUMNS = [f.column for f in Job._meta.concrete_fields]
@@ -60,6 +62,8 @@ class NewJob:
     captured: Any
     run_at: datetime
     created_at: datetime
+    # The job that spawned this one (``ctx.step.spawn``), or None.
+    parent_id: int | None = None
     # The JSON text of payload and captured when admission already made it (saves a dump).
     payload_json: str | None = None
     captured_json: str | None = None
@@ -110,6 +114,9 @@ class NewJob:
             "started_at": None,
             "ended_at": None,
             "timestamps_derived": False,
+            "parent_id": self.parent_id,
+            "children_pending": 0,
+            "children_total": 0,
         }
 
 
@@ -125,6 +132,7 @@ BATCH_SHARED = attrgetter(
     "version",
     "run_at",
     "created_at",
+    "parent_id",
 )
 
 
@@ -437,58 +445,79 @@ class Store:
     def rescue(self, *, engine: str | None, now: datetime, error: str) -> list[tuple[int, str]]:
         """Re-ask running jobs whose lease ran out (their worker died).
 
-        A job with attempts left goes back to ``queued`` now; one without fails.
+        A job with attempts left goes back to ``queued`` now; one without fails, and, as any
+        end, counts against its parent's pending children in the same transaction.
         """
         engine_sql, params = ("", []) if engine is None else (" AND engine = %s", [engine])
-        return [
-            (row[0], row[1])
-            for row in self.fetchall(
+        with transaction.atomic(using=self.alias):
+            rows = self.fetchall(
                 f"UPDATE {TABLE} SET "
                 "state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
                 "ended_at = CASE WHEN attempts >= max_attempts THEN %s ELSE NULL END, "
                 "error = %s, run_at = %s, worker_id = NULL, leased_until = NULL, "
                 "wait_reason = NULL "
                 f"WHERE state = 'running' AND leased_until < %s{engine_sql} "
-                "RETURNING id, state",
+                "RETURNING id, state, parent_id",
                 [self.dt(now), error, self.dt(now), self.dt(now), *params],
             )
-        ]
+            self.children_ended([row[2] for row in rows if row[1] == "failed"], now)
+        return [(row[0], row[1]) for row in rows]
 
     # -- outcomes -----------------------------------------------------------------------------
 
     def record(self, outcomes: list[Outcome]) -> list[int]:
-        """Write outcomes in one transaction; return the ids whose lease we still held."""
+        """Write outcomes in one transaction; return the ids whose lease we still held.
+
+        The ended jobs that have a parent count against its pending children in the same
+        transaction (``children_ended``): a batch without children costs nothing more.
+        """
         if not outcomes:
             return []
         written: list[int] = []
+        parents: list[int | None] = []
         with transaction.atomic(using=self.alias):
             successes = [o for o in outcomes if o.state == "succeeded"]
             if successes:
-                written.extend(self._record_successes(successes))
+                for job_id, parent_id in self._record_successes(successes):
+                    written.append(job_id)
+                    parents.append(parent_id)
             for outcome in outcomes:
-                if outcome.state != "succeeded" and self._record_one(outcome):
+                if outcome.state == "succeeded":
+                    continue
+                held, parent_id = self._record_one(outcome)
+                if held:
                     written.append(outcome.job_id)
+                    if outcome.state in ENDED_STATES:
+                        parents.append(parent_id)
+            self.children_ended(parents, clock.now())
         return written
 
-    def _record_successes(self, outcomes: list[Outcome]) -> list[int]:
-        return [o.job_id for o in outcomes if self._record_one(o)]
+    def _record_successes(self, outcomes: list[Outcome]) -> list[tuple[int, int | None]]:
+        """Record succeeded outcomes; return (id, parent id) of each one written."""
+        written = []
+        for o in outcomes:
+            held, parent_id = self._record_one(o)
+            if held:
+                written.append((o.job_id, parent_id))
+        return written
 
-    def _record_one(self, o: Outcome) -> bool:
-        ended = o.state in ("succeeded", "failed", "cancelled")
+    def _record_one(self, o: Outcome) -> tuple[bool, int | None]:
+        """Record one outcome; return (lease still held, the job's parent id)."""
+        ended = o.state in ENDED_STATES
         if o.state == "waiting":
-            # A wake requested while the job ran (an emit matching its wait) re-asks it now;
-            # otherwise it sleeps until run_at (NULL: until woken).
+            # A wake requested while the job ran (an emit matching its wait, or its last
+            # child's end) re-asks it now; otherwise it sleeps until run_at (NULL: until woken).
             run_at_sql = "CASE WHEN wake_requested THEN %s ELSE %s END"
             run_at_params = [self.dt(o.ended_at), self.dt(o.run_at)]
         else:
             run_at_sql, run_at_params = "COALESCE(%s, run_at)", [self.dt(o.run_at)]
-        rowcount = self.execute(
+        rows = self.fetchall(
             f"UPDATE {TABLE} SET state = %s, result = %s, error = %s, started_at = %s, "
             f"ended_at = %s, run_at = {run_at_sql}, wait_reason = %s, "
             "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
             "worker_id = NULL, leased_until = NULL, cancel_requested = %s, "
             "wake_requested = false "
-            "WHERE id = %s AND worker_id = %s AND state = 'running'",
+            "WHERE id = %s AND worker_id = %s AND state = 'running' RETURNING parent_id",
             [
                 o.state,
                 self.js(o.result),
@@ -504,7 +533,65 @@ class Store:
                 o.worker_id,
             ],
         )
-        return rowcount == 1
+        return (True, rows[0][0]) if rows else (False, None)
+
+    # -- children -----------------------------------------------------------------------------
+
+    def add_children(self, parent_id: int, count: int) -> None:
+        """Count ``count`` more pending children on the parent (inside the spawn's transaction)."""
+        self.execute(
+            f"UPDATE {TABLE} SET children_pending = children_pending + %s, "
+            "children_total = children_total + %s WHERE id = %s",
+            [count, count, parent_id],
+        )
+
+    def adopt(self, parent_id: int, job_ids: list[int]) -> list[int]:
+        """Make the live, parentless jobs among ``job_ids`` children of ``parent_id``; return
+        their ids. (A deduped child: its end then wakes this parent, as a new child's would.)
+        The parent itself is never adopted; a job keeps the first parent it had."""
+        ids = [i for i in job_ids if i != parent_id]
+        if not ids:
+            return []
+        id_sql, id_params = self.in_list(ids)
+        state_sql, state_params = self.in_list(list(LIVE_STATES))
+        return [
+            row[0]
+            for row in self.fetchall(
+                f"UPDATE {TABLE} SET parent_id = %s WHERE id {id_sql} AND parent_id IS NULL "
+                f"AND state {state_sql} RETURNING id",
+                [parent_id, *id_params, *state_params],
+            )
+        ]
+
+    def children_ended(self, parents: list[int | None], now: datetime) -> None:
+        """Children of these parents (one entry per child) ended: decrement each parent's
+        pending count, and wake a parent that reaches zero as ``wake_jobs`` does (waiting: due
+        now; running: re-asked as soon as it parks). Called in the transaction that records
+        the ends: the row lock on a parent serializes two children ending at once, so exactly
+        one of them sees zero. Nothing runs when no parent is given."""
+        counts = Counter(p for p in parents if p is not None)
+        if not counts:
+            return
+        engines = {engine for pending, engine in self._decrement(counts, now) if pending <= 0}
+        if engines:
+            self.notify(engines)
+
+    def _decrement(self, counts: dict[int, int], now: datetime) -> list[tuple[int, str]]:
+        """Decrement and wake (see ``children_ended``); return (pending, engine) per parent.
+        Parents are updated in id order, so two batches never wait on each other in a cycle."""
+        found = []
+        for parent_id in sorted(counts):
+            n = counts[parent_id]
+            found += self.fetchall(
+                f"UPDATE {TABLE} SET children_pending = children_pending - %s, "
+                "run_at = CASE WHEN children_pending - %s <= 0 AND state = 'waiting' "
+                "THEN %s ELSE run_at END, "
+                "wake_requested = CASE WHEN children_pending - %s <= 0 AND state = 'running' "
+                "THEN %s ELSE wake_requested END "
+                "WHERE id = %s RETURNING children_pending, engine",
+                [n, n, self.dt(now), n, True, parent_id],
+            )
+        return [(row[0], row[1]) for row in found]
 
     def save_live(self, job_id: int, worker_id: str, progress: Any, log: list[str] | None) -> None:
         """Write coalesced progress and log lines of a running job."""
@@ -513,6 +600,26 @@ class Store:
             "WHERE id = %s AND worker_id = %s",
             [self.js(progress), self.js(log), job_id, worker_id],
         )
+
+    def cancel_children(self, parent_id: int, now: datetime) -> tuple[list[Job], list[int]]:
+        """Cancel the children of ``parent_id`` that have not ended: at once, unless running
+        (those get ``cancel_requested``, which their runner sees). Returns the jobs cancelled
+        and the ids of those that are parents in turn (for the caller to go down the tree).
+        Their ends count against the parent as any child's end does."""
+        cancelled = self.jobs_from(
+            f"UPDATE {TABLE} SET state = 'cancelled', ended_at = %s, wait_reason = NULL "
+            "WHERE parent_id = %s AND state IN ('queued', 'waiting', 'blocked', 'unknown') "
+            f"RETURNING {', '.join(COLUMNS)}",
+            [self.dt(now), parent_id],
+        )
+        running = self.fetchall(
+            f"UPDATE {TABLE} SET cancel_requested = %s WHERE parent_id = %s "
+            "AND state = 'running' RETURNING id, children_total",
+            [True, parent_id],
+        )
+        self.children_ended([parent_id] * len(cancelled), now)
+        parents = [j.pk for j in cancelled if j.children_total] + [r[0] for r in running if r[1]]
+        return cancelled, parents
 
     # -- scheduling ---------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ _SOURCE = [
     ("version", "varchar"),
     ("captured", "text"),
     ("run_at", "timestamptz"),
+    ("parent_id", "bigint"),
 ]
 
 
@@ -55,6 +56,7 @@ _VALUE_OF: dict[str, Callable[[NewJob], Any]] = {
     "version": attrgetter("version"),
     "captured": NewJob.captured_text,
     "run_at": attrgetter("run_at"),
+    "parent_id": attrgetter("parent_id"),
     "event_head": lambda r: r.created_event[0],
     "event_tail": lambda r: r.created_event[1],
 }
@@ -65,12 +67,12 @@ _PER_ROW = ("payload", "key", "captured")
 _JOB_COLUMNS = (
     "kind, queue, engine, state, payload, owner_id, tenant, priority, attempts, max_attempts, "
     "log, idempotency_key, version, captured, cancel_requested, wake_requested, run_at, "
-    "created_at, timestamps_derived"
+    "created_at, timestamps_derived, parent_id, children_pending, children_total"
 )
 _JOB_VALUES = (
     "u.kind, u.queue, u.engine, 'queued', u.payload::jsonb, u.owner_id, u.tenant, u.priority, "
     "0, u.max_attempts, '[]'::jsonb, u.key, u.version, u.captured::jsonb, false, false, "
-    "u.run_at, %s, false"
+    "u.run_at, %s, false, u.parent_id, 0, 0"
 )
 
 
@@ -295,7 +297,7 @@ class PostgresStore(Store):
             [*params, limit, worker_id, leased_until, now],
         )
 
-    def _record_successes(self, outcomes: list[Outcome]) -> list[int]:
+    def _record_successes(self, outcomes: list[Outcome]) -> list[tuple[int, int | None]]:
         # The hot path: every success of a batch in one statement (arrays in binary, %b).
         # "state || ''" keeps the planner off the partial indexes on state: during a drain
         # they hold an entry for every row that was running since the last vacuum, and a
@@ -310,7 +312,7 @@ class PostgresStore(Store):
                 "FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::timestamptz[], "
                 "%b::text[], %b::text[]) AS u(id, result, started_at, ended_at, progress, log) "
                 "WHERE j.id = u.id AND j.worker_id = %s AND j.state || '' = 'running' "
-                "RETURNING j.id",
+                "RETURNING j.id, j.parent_id",
                 [
                     [o.job_id for o in outcomes],
                     [self.js(o.result) for o in outcomes],
@@ -321,4 +323,28 @@ class PostgresStore(Store):
                     outcomes[0].worker_id,
                 ],
             )
-            return [row[0] for row in cursor.fetchall()]
+            # The parent id comes back with the row (the one statement still): only a batch
+            # holding children pays for a second one, the parents' decrement.
+            return [(row[0], row[1]) for row in cursor.fetchall()]
+
+    def _decrement(self, counts: dict[int, int], now: datetime) -> list[tuple[int, str]]:
+        # Every parent of the batch in one statement. "locked" takes the parents' row locks in
+        # id order first, so two workers' batches never wait on each other in a cycle; the
+        # UPDATE then reads each parent's latest count (a child ending at the same instant on
+        # another worker committed before our lock was granted), so exactly one sees zero.
+        parent_ids = sorted(counts)
+        with self.prepared_cursor() as cursor:
+            cursor.execute(
+                "WITH d AS (SELECT * FROM unnest(%b::bigint[], %b::int[]) AS d(id, n)), "
+                f"locked AS (SELECT p.id FROM {TABLE} AS p JOIN d ON p.id = d.id "
+                "ORDER BY p.id FOR UPDATE OF p) "
+                f"UPDATE {TABLE} AS j SET children_pending = j.children_pending - d.n, "
+                "run_at = CASE WHEN j.children_pending - d.n <= 0 AND j.state = 'waiting' "
+                "THEN %b::timestamptz ELSE j.run_at END, "
+                "wake_requested = j.wake_requested "
+                "OR (j.children_pending - d.n <= 0 AND j.state = 'running') "
+                "FROM d JOIN locked ON locked.id = d.id WHERE j.id = d.id "
+                "RETURNING j.children_pending, j.engine",
+                [parent_ids, [counts[p] for p in parent_ids], now],
+            )
+            return [(row[0], row[1]) for row in cursor.fetchall()]

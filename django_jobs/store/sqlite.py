@@ -13,9 +13,11 @@ from typing import Any
 from ..models import Job
 from .base import COLUMNS, TABLE, ClaimSkip, NewJob, Store
 
-# SQLite allows 32,766 bound variables per statement; 13 per row.
+# SQLite allows 32,766 bound variables per statement; 14 per row.
 _INSERT_CHUNK = 1000
 RETURNING = ", ".join(COLUMNS)
+# One row's VALUES, in the order of the INSERT's column list.
+_ROW = "(%s, %s, %s, 'queued', %s, %s, %s, %s, 0, %s, '[]', %s, %s, %s, 0, 0, %s, %s, 0, %s, 0, 0)"
 
 
 class SQLiteStore(Store):
@@ -30,10 +32,7 @@ class SQLiteStore(Store):
         jobs: list[Job] = []
         for start in range(0, len(rows), _INSERT_CHUNK):
             chunk = rows[start : start + _INSERT_CHUNK]
-            values = ", ".join(
-                ["(%s, %s, %s, 'queued', %s, %s, %s, %s, 0, %s, '[]', %s, %s, %s, 0, 0, %s, %s, 0)"]
-                * len(chunk)
-            )
+            values = ", ".join([_ROW] * len(chunk))
             params: list[Any] = []
             for r in chunk:
                 params += [
@@ -50,11 +49,13 @@ class SQLiteStore(Store):
                     r.captured_text(),
                     self.dt(r.run_at),
                     self.dt(r.created_at),
+                    r.parent_id,
                 ]
             jobs += self.raw_jobs(
                 f"INSERT INTO {TABLE} (kind, queue, engine, state, payload, owner_id, tenant, "
                 "priority, attempts, max_attempts, log, idempotency_key, version, captured, "
-                "cancel_requested, wake_requested, run_at, created_at, timestamps_derived) "
+                "cancel_requested, wake_requested, run_at, created_at, timestamps_derived, "
+                "parent_id, children_pending, children_total) "
                 f"VALUES {values} ON CONFLICT DO NOTHING RETURNING {RETURNING}",
                 params,
             )

@@ -63,6 +63,12 @@ class Command(BaseCommand):
             metavar="NAME",
             help="Forget this step and the ones after it, so they run again.",
         )
+        sub.add_argument(
+            "--children",
+            action="store_true",
+            help="Also retry its failed and cancelled children, down the tree; the job waits "
+            "for them again.",
+        )
 
         sub = command("cancel", "Cancel a job (a running one stops at its next check).")
         sub.add_argument("id", type=int, help="The job id.")
@@ -198,18 +204,27 @@ class Command(BaseCommand):
 
     def do_inspect(self, options: dict[str, Any]) -> None:
         detail = operations.inspect_job(options["id"])
-        self.emit(detail, lambda: render.render_job(detail, clock.now()))
+
+        def text() -> str:
+            page = render.render_job(detail, clock.now())
+            if detail.get("children"):
+                tree = operations.children_tree(detail["id"])
+                page += "\n\n" + render.render_tree(detail, tree)
+            return page
+
+        self.emit(detail, text)
 
     def do_retry(self, options: dict[str, Any]) -> None:
-        row = operations.retry(options["id"], from_step=options["from_step"])
-        self.emit(
-            row,
-            lambda: (
-                f"Job #{row['id']} ({printable(row['kind'])}) is queued again: "
-                f"attempt {row['attempts'] + 1} "
-                f"of up to {row['max_attempts']}."
-            ),
+        row = operations.retry(
+            options["id"], from_step=options["from_step"], children=options["children"]
         )
+        if row["state"] == "waiting":
+            words = f"waits for its retried children ({printable(row['wait_reason'] or '')})."
+        else:
+            words = (
+                f"is queued again: attempt {row['attempts'] + 1} of up to {row['max_attempts']}."
+            )
+        self.emit(row, lambda: f"Job #{row['id']} ({printable(row['kind'])}) {words}")
 
     def do_cancel(self, options: dict[str, Any]) -> None:
         row = operations.cancel(options["id"])

@@ -1,0 +1,104 @@
+"""A fan-out of N no-op children and their gather, beside draining N plain jobs:
+``python -m bench.fanout``.
+
+Both run in one process on one thread, as ``bench.phases`` does (claim 64, execute, record,
+until nothing is due), with the live events receiver disconnected: the figure is the engine's
+cost of a workflow over the same work done as independent jobs. The plain side enqueues its
+jobs with ``enqueue_many`` (batches of 1,000); the workflow side enqueues one parent, which
+spawns its children in one step, waits, is woken by the last child's end and gathers their
+results (read in pages of 1,000). The minimum wall time over ``--runs`` repetitions is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from datetime import timedelta
+
+from bench.run import DEFAULT_URL, prepare_database, reset
+
+
+def drain() -> int:
+    from django_jobs import clock
+    from django_jobs.engine.context import LiveState
+    from django_jobs.engine.executor import Executor
+    from django_jobs.store import get_store
+
+    store, executor = get_store(), Executor("bench-fanout")
+    ran = 0
+    while True:
+        now = clock.now()
+        claimed = store.claim(
+            engine="default",
+            worker_id="bench-fanout",
+            limit=64,
+            now=now,
+            leased_until=now + timedelta(seconds=30),
+        )
+        if not claimed:
+            return ran
+        store.record([executor.run(job, LiveState(job)) for job in claimed])
+        ran += len(claimed)
+
+
+def fresh() -> None:
+    """Empty the table, then start a new session: the engine's prepared statements were
+    planned against the previous run's table (TRUNCATE invalidates them, and a generic plan
+    re-made on the emptied table's statistics can be far slower), as a new worker's are not."""
+    from django.db import connection
+
+    reset()
+    connection.close()
+
+
+def plain(jobs: int) -> float:
+    from bench.jobs import noop
+
+    fresh()
+    started = time.perf_counter()
+    payloads = [{"n": i} for i in range(jobs)]
+    for start in range(0, jobs, 1000):
+        noop.enqueue_many(payloads[start : start + 1000])
+    ran = drain()
+    elapsed = time.perf_counter() - started
+    assert ran == jobs, ran
+    return elapsed
+
+
+def workflow(jobs: int) -> float:
+    from bench.jobs import fan_out
+    from django_jobs.models import Job
+
+    fresh()
+    started = time.perf_counter()
+    parent = fan_out.enqueue({"children": jobs})
+    ran = drain()
+    elapsed = time.perf_counter() - started
+    parent.refresh_from_db()
+    assert parent.state == "succeeded" and parent.result == jobs, (parent.state, parent.error)
+    assert ran == jobs + 2, ran  # the parent runs twice: spawn, then gather
+    assert Job.objects.filter(parent=parent, state="succeeded").count() == jobs
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fanout", description=__doc__)
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    args = parser.parse_args()
+    os.environ["BENCH_LIVE_EVENTS"] = "0"
+    prepare_database(args.database_url)
+    best_plain = min(plain(args.jobs) for _ in range(args.runs))
+    best_flow = min(workflow(args.jobs) for _ in range(args.runs))
+    reset()
+    print(f"{args.jobs:,} jobs, minimum of {args.runs} runs:")
+    print(f"  drain of plain jobs      {best_plain:7.2f} s  ({args.jobs / best_plain:,.0f} jobs/s)")
+    print(f"  fan-out, then gather     {best_flow:7.2f} s  ({args.jobs / best_flow:,.0f} jobs/s)")
+    print(f"  ratio (fan-out / plain)  {best_flow / best_plain:7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

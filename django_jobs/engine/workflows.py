@@ -1,0 +1,233 @@
+"""Workflows: ``ctx.step.spawn`` starts child jobs, ``ctx.step.gather`` waits for them.
+
+Both are durable steps. ``spawn`` inserts the children (one batch, one round trip), counts them
+on the parent's row and records the step with their ids, all in one transaction: a crash leaves
+either every child and the step, or neither. A child's end decrements the parent's count in the
+transaction recording that end, and the end that brings it to zero wakes the parent, so
+``gather`` never polls for the children it owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from .. import clock
+from ..durations import Duration, parse_duration
+from ..exceptions import ChildFailed, JobTimeout, UnknownKind
+from ..models import Job
+from ..registry import JobHandle, get
+from ..signals import children_spawned
+from ..store import get_store
+from ..types import ENDED_STATES, StepState
+
+if TYPE_CHECKING:
+    from .steps import Steps
+
+#: Children read per query by ``gather``: a fan-out of 10,000 is ten reads, not one huge one.
+PAGE = 1000
+#: How often ``gather`` re-checks a child it does not own (a spawn deduped onto a job that
+#: already had another parent): that child's end wakes its own parent only.
+FOREIGN_RECHECK = timedelta(seconds=5)
+FAILED = ("raise", "collect")
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """One child's outcome, as ``gather(..., failed="collect")`` returns it."""
+
+    id: int
+    state: str
+    """``succeeded``, ``failed`` or ``cancelled``."""
+    result: Any
+    """The child's result (None unless it succeeded)."""
+    error: str | None
+    """The child's error (None when it succeeded)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "state": self.state, "result": self.result, "error": self.error}
+
+
+def _handle(handle: JobHandle | str) -> JobHandle:
+    if isinstance(handle, JobHandle):
+        return handle
+    found = get(handle)
+    if found is None:
+        raise UnknownKind(f"No job is registered as {handle!r}; check the kind's name.")
+    return found
+
+
+def _payloads(payloads: Any) -> list[Any]:
+    # A dict alone is one child's payload; any other iterable, one child per item.
+    if isinstance(payloads, dict) or not isinstance(payloads, Iterable):
+        return [payloads]
+    return list(payloads)
+
+
+def spawn(
+    steps: Steps, name: str, handle: JobHandle | str, payloads: Any, **options: Any
+) -> list[int]:
+    """``ctx.step.spawn``: insert one child per payload; return their ids (stored on replay)."""
+    for option in ("owner", "tenant", "parent"):
+        if option in options:
+            raise TypeError(
+                f"step.spawn takes no {option}=: a child carries its parent's owner and tenant."
+            )
+    handle = _handle(handle)
+    rows = _payloads(payloads)
+    row = steps._enter(name)
+    if row is not None and row.state == StepState.COMPLETED:
+        return list(row.value or [])
+    from .admission import admit
+
+    job = steps.ctx.job
+    store = get_store(steps.alias)
+    steps._active = name
+    try:
+        with transaction.atomic(using=steps.alias):
+            row = steps._begin(name, row)
+            children = admit(
+                handle, rows, owner=job.owner_id, tenant=job.tenant, parent=job.pk, **options
+            )
+            ids = [child.pk for child in children]
+            counted = _count(store, job.pk, children)
+            if counted:
+                store.add_children(job.pk, counted)
+                job.children_pending += counted
+                job.children_total += counted
+            children_spawned.send(sender=Job, parent=job, children=children)
+            steps._finish(row, ids)
+    except BaseException:
+        steps._rows = None  # the rolled-back transaction may have undone our row
+        raise
+    finally:
+        steps._active = None
+    return ids
+
+
+def _count(store: Any, parent_id: int, children: list[Job]) -> int:
+    """How many of ``children`` will wake this parent: each new child once, and each deduped
+    live job that had no parent (adopted now). A deduped job of another parent is not
+    counted: a job has one parent, whom alone its end wakes (``gather`` re-checks it)."""
+    new = {child.pk for child in children if not child.deduped}
+    deduped = sorted({child.pk for child in children if child.deduped} - new)
+    adopted = store.adopt(parent_id, deduped) if deduped else []
+    return len(new) + len(adopted)
+
+
+def gather(
+    steps: Steps,
+    name: str,
+    ids: list[int],
+    *,
+    timeout: Duration | None = None,
+    failed: str = "raise",
+) -> list[Any]:
+    """``ctx.step.gather``: the children's results in the order of ``ids``, once all ended."""
+    if failed not in FAILED:
+        raise ValueError(f'failed={failed!r}: use "raise" or "collect".')
+    ids = [int(i) for i in ids]
+    row = steps._enter(name)
+    if row is not None and row.state == StepState.COMPLETED:
+        return _replayed(row.value, failed)
+    now = clock.now()
+    if row is None or row.state != StepState.RUNNING:
+        deadline = (
+            now + parse_duration(timeout, name=f"gather({name!r}) timeout")
+            if timeout is not None
+            else None
+        )
+        row = steps._begin(name, row)
+        row.value = {"deadline": deadline.isoformat() if deadline else None}
+        row.save(using=steps.alias, update_fields=["value"])
+    deadline = parse_datetime((row.value or {}).get("deadline") or "")
+    job = steps.ctx.job
+    pending, foreign = _pending(ids, job.pk, steps.alias)
+    if pending:
+        if deadline is not None and now >= deadline:
+            error = JobTimeout(
+                f"{pending} of {len(ids)} children of step {name!r} had not ended within its "
+                "timeout; they keep running. Raise the timeout, or gather them again."
+            )
+            steps._fail(row, error)
+            raise error
+        # Woken by the last owned child's end; a child we do not own is re-checked.
+        wake = now + FOREIGN_RECHECK if foreign else None
+        if deadline is not None and (wake is None or deadline < wake):
+            wake = deadline
+        from .steps import Suspend
+
+        raise Suspend(f"waiting for {pending} of {len(ids)} children in step {name!r}", wake)
+    outcomes = _outcomes(ids, steps.alias)
+    if failed == "collect":
+        value = [outcomes[i].as_json() for i in ids]
+        steps._finish(row, value)
+        return [outcomes[i] for i in ids]
+    bad = [i for i in dict.fromkeys(ids) if outcomes[i].state != "succeeded"]
+    if bad:
+        shown = ", ".join(f"#{i} ({outcomes[i].state})" for i in bad[:10])
+        more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+        error = ChildFailed(
+            f"{len(bad)} of {len(ids)} children of step {name!r} did not succeed: {shown}{more}. "
+            "Fix the cause, then retry this job with its children (`manage.py jobs retry ID "
+            '--children`), or gather with failed="collect" to handle them.',
+            failed=bad,
+        )
+        steps._fail(row, error)
+        raise error
+    value = [outcomes[i].result for i in ids]
+    steps._finish(row, value)
+    return value
+
+
+def _replayed(value: Any, failed: str) -> list[Any]:
+    if failed == "collect":
+        return [ChildResult(**item) for item in value or []]
+    return list(value or [])
+
+
+def _pages(ids: list[int]) -> Iterable[list[int]]:
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), PAGE):
+        yield unique[start : start + PAGE]
+
+
+def _pending(ids: list[int], parent_id: int, alias: str) -> tuple[int, bool]:
+    """How many of ``ids`` have not ended, and whether one of those is not this job's child.
+
+    A child pruned away (absent) counts as ended: nothing would ever wake the wait for it."""
+    pending, foreign = 0, False
+    for page in _pages(ids):
+        rows = (
+            Job.objects.using(alias)
+            .filter(pk__in=page)
+            .exclude(state__in=ENDED_STATES)
+            .values_list("parent_id", flat=True)
+        )
+        for owner in rows:
+            pending += 1
+            foreign = foreign or owner != parent_id
+    return pending, foreign
+
+
+def _outcomes(ids: list[int], alias: str) -> dict[int, ChildResult]:
+    found: dict[int, ChildResult] = {}
+    for page in _pages(ids):
+        rows = (
+            Job.objects.using(alias)
+            .filter(pk__in=page)
+            .values_list("id", "state", "result", "error")
+        )
+        for job_id, state, result, error in rows:
+            found[job_id] = ChildResult(
+                job_id, state, result if state == "succeeded" else None, error
+            )
+    for job_id in ids:
+        # A child deleted (pruned) after it ended: its outcome is gone.
+        found.setdefault(job_id, ChildResult(job_id, "cancelled", None, "the job was deleted"))
+    return found
