@@ -444,10 +444,10 @@ def pair(ctx):
 @job(
     "workflow.spawn_then_pause",
     idempotency_key="payload",
-    retry=Retry(attempts=3, delay=0, jitter=False),
+    retry=Retry(attempts=5, delay=0, jitter=False),
 )
 def spawn_then_pause(ctx):
-    """As ``workflow.fan``; on its first attempt its spawn pauses inside the step's
+    """As ``workflow.fan``; on its first ``kills`` attempts its spawn pauses inside the step's
     transaction, after the insert (see ``_pause_inside_spawn``)."""
     ids = ctx.step.spawn("children", square, ctx.payload["children"])
     results = ctx.step.gather("gathered", ids)
@@ -458,8 +458,12 @@ def spawn_then_pause(ctx):
 @receiver(children_spawned)
 def _pause_inside_spawn(sender, parent, children, **kwargs):
     # The children are inserted, the step not yet recorded, nothing committed: the file
-    # "spawned" tells the test, which then kills the worker.
-    if parent.kind != "workflow.spawn_then_pause" or parent.attempts > 1:
+    # "spawned-<attempt>" tells the test, which then kills the worker. The first ``kills``
+    # attempts pause so (default 1).
+    if parent.kind != "workflow.spawn_then_pause":
         return
-    Path(parent.payload["spawned"]).write_text(",".join(str(c.pk) for c in children))
+    if parent.attempts > parent.payload.get("kills", 1):
+        return
+    spawned = Path(f"{parent.payload['spawned']}-{parent.attempts}")
+    spawned.write_text(",".join(str(c.pk) for c in children))
     _wait_for_file(parent.payload["until"], seconds=60)

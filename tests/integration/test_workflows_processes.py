@@ -65,24 +65,29 @@ def test_the_last_two_children_ending_at_once_on_two_workers_wake_the_parent_onc
         assert len(set(pids)) == 2  # one child on each worker
 
 
+KILLS = 3  # kill -9 inside the spawn's transaction this many times in a row
+
+
 def test_kill_inside_the_spawn_transaction_leaves_no_orphan_and_no_duplicate(spawn, tmp_path):
     spawned, until = tmp_path / "spawned", tmp_path / "never"
     children = [{"n": n} for n in range(3)]
     parent = spawn_then_pause.enqueue(
-        {"children": children, "spawned": str(spawned), "until": str(until)}
+        {"children": children, "spawned": str(spawned), "until": str(until), "kills": KILLS}
     )
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
-    wait_until(spawned.exists, message=first.output())
-    inserted = [int(i) for i in spawned.read_text().split(",")]
-    assert len(inserted) == 3  # inserted in the open transaction...
-    first.popen.send_signal(signal.SIGKILL)
-    first.popen.wait(timeout=10)
-    # ...which the kill rolled back: no child was left behind.
-    assert not Job.objects.filter(pk__in=inserted).exists()
-    assert not Job.objects.filter(parent_id=parent.pk).exists()
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
-    wait_until(lambda: Job.objects.get(pk=parent.pk).state == "succeeded", message=second.output())
+    for attempt in range(1, KILLS + 1):
+        worker = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+        marker = tmp_path / f"spawned-{attempt}"
+        wait_until(marker.exists, message=worker.output())
+        inserted = [int(i) for i in marker.read_text().split(",")]
+        assert len(inserted) == 3  # inserted in the open transaction...
+        worker.popen.send_signal(signal.SIGKILL)
+        worker.popen.wait(timeout=10)
+        # ...which the kill rolled back: no child was left behind.
+        assert not Job.objects.filter(pk__in=inserted).exists()
+        assert not Job.objects.filter(parent_id=parent.pk).exists()
+    last = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    wait_until(lambda: Job.objects.get(pk=parent.pk).state == "succeeded", message=last.output())
     row = Job.objects.get(pk=parent.pk)
-    assert row.result == [0, 1, 4] and row.attempts == 2
+    assert row.result == [0, 1, 4] and row.attempts == KILLS + 1
     assert Job.objects.filter(parent_id=parent.pk).count() == 3
     assert after_gather(parent.pk) == 1
