@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import clock
 from ..conf import jobs_settings
+from ..types import ENDED_STATES
 from .context import LiveState
 from .events import STATE_EVENTS, publish
 from .executor import Executor
@@ -21,7 +22,7 @@ from .limits import claim_within_limits
 
 if TYPE_CHECKING:
     from ..models import Job
-    from ..store import Store
+    from ..store import Outcome, Store
 
 
 def run_next(
@@ -62,16 +63,27 @@ def run_next(
             watch(None, None)
     written = outcome.job_id in store.record([outcome])
     if written:
-        # The runner's last lines and progress, taken with the outcome: published as of
-        # before the state changed, as the worker does.
-        job.progress = outcome.progress if outcome.progress is not None else job.progress
-        job.log = outcome.log if outcome.log is not None else job.log
-        lines, progress_changed = live.final
-        for line in lines:
-            publish("job.log", job, line=line)
-        if progress_changed:
-            publish("job.progress", job)
+        publish_recorded(job, outcome, live)
     job.refresh_from_db(using=store.alias)
-    if written:
-        publish(STATE_EVENTS[job.state], job)
     return job
+
+
+def publish_recorded(job: Job, outcome: Outcome, live: LiveState) -> None:
+    """Publish what a recorded outcome changed: the runner's last log lines and progress
+    (taken with the outcome, so published as of before the state changed), then the event of
+    the state it ended in. ``job`` is brought up to date with the outcome on the way."""
+    job.progress = outcome.progress if outcome.progress is not None else job.progress
+    job.log = outcome.log if outcome.log is not None else job.log
+    lines, progress_changed = live.final
+    for line in lines:
+        publish("job.log", job, line=line)
+    if progress_changed:
+        publish("job.progress", job)
+    job.state = outcome.state
+    job.result, job.error = outcome.result, outcome.error
+    job.started_at, job.wait_reason = outcome.started_at, outcome.wait_reason
+    if outcome.state in ENDED_STATES:
+        job.ended_at = outcome.ended_at
+    if outcome.run_at is not None:
+        job.run_at = outcome.run_at
+    publish(STATE_EVENTS[outcome.state], job)

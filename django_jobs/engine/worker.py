@@ -31,10 +31,11 @@ from ..printable import printable
 from ..registry import get
 from ..store import Outcome, get_store
 from .context import LiveState
-from .events import STATE_EVENTS, publish
+from .events import publish
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
+from .runner import publish_recorded
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -468,22 +469,7 @@ class Worker:
         for outcome, (job, live) in zip(batch, entries, strict=True):
             if job is None or outcome.job_id not in written_ids:
                 continue
-            # The last progress and lines, taken with the outcome, before the state changes.
-            job.progress = outcome.progress if outcome.progress is not None else job.progress
-            job.log = outcome.log if outcome.log is not None else job.log
-            lines, progress_changed = live.final
-            for line in lines:
-                publish("job.log", job, line=line)
-            if progress_changed:
-                publish("job.progress", job)
-            job.state = outcome.state
-            job.result, job.error = outcome.result, outcome.error
-            job.started_at, job.wait_reason = outcome.started_at, outcome.wait_reason
-            if outcome.state in ("succeeded", "failed", "cancelled"):
-                job.ended_at = outcome.ended_at
-            if outcome.run_at is not None:
-                job.run_at = outcome.run_at
-            publish(STATE_EVENTS[outcome.state], job)
+            publish_recorded(job, outcome, live)
 
     def _flush_live(self) -> None:
         with self.running_lock:
