@@ -543,7 +543,10 @@ class Worker:
                 return fn()
             except DatabaseError as exc:
                 logger.error(
-                    "Database unavailable (%s); retrying in %.1fs. Check that it is up.", exc, delay
+                    "Database unavailable (%s); retrying in %.1fs. Check that it is up and takes "
+                    "writes (disk space, read-only mode).",
+                    exc,
+                    delay,
                 )
                 connections[self.alias].close()
                 if self.stopping.is_set() and not forever:
