@@ -27,8 +27,8 @@ from typing import Any
 
 from django.conf import settings
 
+from ..store.event_rows import StoredEvent
 from .payloads import WS_MESSAGE_TYPE, text_for_group, ws_groups
-from .store import StoredEvent
 
 logger = logging.getLogger("django_jobs.events")
 

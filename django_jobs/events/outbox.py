@@ -35,10 +35,10 @@ from django.db import connections, transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
+from ..store import events as store
 from ..store.base import BATCH_SHARED
-from . import store
+from ..store.event_rows import NewEvent
 from .payloads import event_text, owner_key, snapshot
-from .store import NewEvent
 
 if TYPE_CHECKING:
     from ..models import Job

@@ -17,7 +17,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .store import StoredEvent
+from ..store.event_rows import StoredEvent
 from .streams import listeners
 
 logger = logging.getLogger("django_jobs.events")

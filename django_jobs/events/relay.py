@@ -24,7 +24,7 @@ from typing import Any
 from django.db import connections
 
 from ..conf import jobs_settings
-from . import store
+from ..store import events as store
 from .fanout import channel_layer, layer_is_local, send_sse, send_ws, sse_uses_redis, ws_messages
 
 logger = logging.getLogger("django_jobs.events")

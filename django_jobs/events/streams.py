@@ -25,10 +25,10 @@ from channels.db import database_sync_to_async
 from django_eventstream.utils import sse_encode_event
 
 from ..conf import jobs_settings
-from . import store
+from ..store import events as store
+from ..store.event_rows import StoredEvent
 from .payloads import channel_owner, sse_channels, text_for_channel
 from .signin import RECHECK_EVERY, SignIn
-from .store import StoredEvent
 
 logger = logging.getLogger("django_jobs.events")
 

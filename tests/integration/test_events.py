@@ -50,10 +50,10 @@ from django_jobs.events.sse import (
     JobsChannelManager,
     last_event_id,
 )
-from django_jobs.events.store import StoredEvent
 from django_jobs.events.streams import Listener, current_id, listeners, replay
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
+from django_jobs.store.event_rows import StoredEvent
 from django_jobs.testing import run_until_idle
 from django_jobs.types import JobState
 from testproject.jobs import always_fail, hello, record
@@ -355,7 +355,7 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
 def test_pruning_deletes_exactly_the_events_made_before_the_cutoff(steps, gone, cutoff):
     """Ids follow creation; pruning finds the boundary by bisection, whatever gaps the ids
     have (rows deleted before, sequence gaps)."""
-    from django_jobs.events.store import prune
+    from django_jobs.store.events import prune
 
     JobEventRecord.objects.all().delete()
     start = timezone.now()
