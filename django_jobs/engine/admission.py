@@ -14,9 +14,9 @@ from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import InvalidDuration, InvalidPayload, JobDuplicate, OutboxNoTransaction
 from ..models import Job
-from ..registry import ensure_json
 from ..store import NewJob, Store, get_store
 from ..validation import check_key, check_label
+from ..validation import storable_json as ensure_json
 from .events import publish_all_after_commit
 
 if TYPE_CHECKING:
