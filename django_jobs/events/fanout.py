@@ -1,6 +1,6 @@
 """Handing stored events to the two transports, addressed.
 
-- SSE: this process's streams (``streams.listeners``), on each of the event's channels, with
+- SSE: this process's streams (``events.listeners``), on each of the event's channels, with
   the row id as the event id, so live delivery and ``Last-Event-ID`` replay agree. With
   ``EVENTSTREAM_REDIS``, every web process's streams, through Redis (``redis_sse``).
 - WebSocket: ``group_send`` of ``{"type": "jobs.event", "text": <JSON>}`` on each of the
@@ -28,6 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from ..store.event_rows import StoredEvent
+from .listeners import listeners
 from .payloads import WS_MESSAGE_TYPE, text_for_group, ws_groups
 
 logger = logging.getLogger("django_jobs.events")
@@ -90,8 +91,6 @@ def forget_transports(*, setting: str, **kwargs: Any) -> None:
 
 def send_sse(rows: list[StoredEvent]) -> None:
     """Hand the rows to this process's SSE streams (the relay's delivery)."""
-    from .streams import listeners
-
     listeners.deliver(rows)
 
 

@@ -28,6 +28,7 @@ from django_jobs.engine.events import publish
 from django_jobs.events import prune_events
 from django_jobs.events.checks import check_live_events
 from django_jobs.events.fanout import send_sse, ws_messages
+from django_jobs.events.listeners import Listener, listeners
 from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import (
     EVENT_TYPES,
@@ -50,7 +51,7 @@ from django_jobs.events.sse import (
     JobsChannelManager,
     last_event_id,
 )
-from django_jobs.events.streams import Listener, current_id, listeners, replay
+from django_jobs.events.streams import current_id, replay
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
 from django_jobs.store.event_rows import StoredEvent
