@@ -34,7 +34,7 @@ from ..store import Outcome
 from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
 from .loops import run_async
-from .steps import Suspend
+from .suspend import Suspend
 
 if TYPE_CHECKING:
     from ..models import Job
