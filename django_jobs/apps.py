@@ -10,6 +10,8 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here: these modules need the app registry (models, settings), which is
+        # ready only now.
         from django.core.signals import setting_changed
         from django.utils.module_loading import autodiscover_modules
 

@@ -20,8 +20,10 @@ from .exceptions import (
     UnknownEngine,
 )
 from .models import Job, JobStep
+from .permissions_util import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
+from .stats import queue_stats
 from .store import get_store
 from .types import ENDED_STATES, RETRYABLE_STATES, StepState
 from .validation import check_json
@@ -103,8 +105,6 @@ def check_retry(
 ) -> None:
     """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``, with
     its ``children``)."""
-    from .permissions_util import retry_refusal
-
     refusal = retry_refusal(
         user, job.owner_id, get(job.kind), from_step=from_step, children=children
     )
@@ -318,8 +318,6 @@ def describe_kinds() -> list[dict[str, Any]]:
 
 
 def inspect_queues() -> dict[str, Any]:
-    from .stats import queue_stats
-
     return queue_stats()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import clock
 from ..conf import jobs_settings
+from ..engine.events import publish
 from ..engine.executor import Executor
 from ..engine.runner import run_next
 from ..engine.worker import make_worker_id
@@ -95,8 +96,6 @@ class _Heartbeat:
 
     def _run(self) -> None:
         from django.db import DatabaseError, connections
-
-        from ..engine.events import publish
 
         try:
             while not self.stopped.wait(self.every):

@@ -29,12 +29,14 @@ from ..exceptions import JobTimeout
 from ..models import Job
 from ..printable import printable
 from ..registry import get
+from ..retention import prune_expired
 from ..store import Outcome, get_store
 from .context import LiveState
 from .events import STATE_EVENTS, publish
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
+from .scheduler import tick
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -260,6 +262,8 @@ class Worker:
             self.wake.wait(self.poll if not self.burst else 0.05)
 
     def _listen(self) -> None:
+        # PostgreSQL only (the caller checks): store.postgres loads psycopg, which an
+        # installation on SQLite may lack.
         from ..store.postgres import CHANNEL
 
         while not self.stopping.is_set():
@@ -516,8 +520,6 @@ class Worker:
                     entry[1].cancel_requested = True
 
     def _tick_schedules(self) -> None:
-        from .scheduler import tick
-
         try:
             fired = self._retry_db(lambda: tick(clock.now())) or []
         except Exception:  # a broken schedule must not stop the worker
@@ -529,8 +531,6 @@ class Worker:
 
     def _prune(self) -> None:
         """Apply JOBS["RETENTION"] (workers that run the scheduler do it, once a minute)."""
-        from ..retention import prune_expired
-
         try:
             self._retry_db(lambda: prune_expired(clock.now()))
         except Exception:  # retention must never stop the worker

@@ -30,6 +30,7 @@ from django.conf import settings
 from ..store.event_rows import StoredEvent
 from .listeners import listeners
 from .payloads import WS_MESSAGE_TYPE, text_for_group, ws_groups
+from .redis_sse import forget_client, publish
 
 logger = logging.getLogger("django_jobs.events")
 
@@ -84,8 +85,6 @@ def forget_transports(*, setting: str, **kwargs: Any) -> None:
     if setting in ("EVENTSTREAM_REDIS", "CHANNEL_LAYERS"):
         _transports = None
     if setting == "EVENTSTREAM_REDIS":
-        from .redis_sse import forget_client
-
         forget_client()
 
 
@@ -96,8 +95,6 @@ def send_sse(rows: list[StoredEvent]) -> None:
 
 def publish_sse(rows: list[StoredEvent]) -> None:
     """Publish the rows to every web process's SSE streams, through Redis."""
-    from .redis_sse import publish
-
     publish(rows)
 
 

@@ -22,6 +22,7 @@ from django.utils.module_loading import import_string
 from ..conf import jobs_settings
 from ..engine.retry import Retry
 from ..exceptions import JobsError
+from ..models import Job
 from ..registry import JobHandle, get, register, unregister
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -182,8 +183,6 @@ class JobsBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         """The task's result from its job row; ``TaskResultDoesNotExist`` if there is none."""
-        from ..models import Job
-
         try:
             pk = int(str(result_id))
         except ValueError:

@@ -313,6 +313,7 @@ class Command(BaseCommand):
         )
 
     def do_mcp(self, options: dict[str, Any]) -> None:
+        # On call: mcp_server imports the optional ``mcp`` package.
         from ...mcp_server import serve
 
         serve(allow_actions=options["allow_actions"])  # McpMissing says how to install it
