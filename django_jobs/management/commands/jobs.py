@@ -16,6 +16,7 @@ from ... import cli, clock, operations
 from ...cli import render
 from ...cli.drain import drain
 from ...exceptions import JobsError
+from ...mcp_server import serve
 from ...printable import printable
 from ...serialize import job_json
 from ...stats import queue_stats
@@ -313,9 +314,6 @@ class Command(BaseCommand):
         )
 
     def do_mcp(self, options: dict[str, Any]) -> None:
-        # On call: mcp_server imports the optional ``mcp`` package.
-        from ...mcp_server import serve
-
         serve(allow_actions=options["allow_actions"])  # McpMissing says how to install it
 
     def do_enqueue(self, options: dict[str, Any]) -> None:
