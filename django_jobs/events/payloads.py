@@ -34,19 +34,6 @@ from ..serialize import (
 if TYPE_CHECKING:
     from ..models import Job
 
-EVENT_TYPES: tuple[str, ...] = (
-    "job.created",
-    "job.started",
-    "job.progress",
-    "job.log",
-    "job.waiting",
-    "job.succeeded",
-    "job.failed",
-    "job.blocked",
-    "job.cancelled",
-    "job.retrying",
-)
-
 #: django-eventstream channels (SSE): every event, and one user's events.
 OPERATORS_CHANNEL = "jobs-operators"
 USER_CHANNEL_PREFIX = "jobs-user-"

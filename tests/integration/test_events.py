@@ -31,7 +31,6 @@ from django_jobs.events.fanout import send_sse, ws_messages
 from django_jobs.events.listeners import Listener, listeners
 from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import (
-    EVENT_TYPES,
     OPERATORS_CHANNEL,
     OPERATORS_GROUP,
     channel_for_user,
@@ -54,6 +53,7 @@ from django_jobs.events.sse import (
 from django_jobs.events.streams import current_id, replay
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
+from django_jobs.signals import EVENT_TYPES
 from django_jobs.store.event_rows import StoredEvent
 from django_jobs.testing import run_until_idle
 from django_jobs.types import JobState
