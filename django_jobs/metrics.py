@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 
 from .conf import jobs_settings
 from .models import Job, PrunedCount
-from .permissions_util import is_operator
+from .permissions import is_operator
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 from .types import ENDED_STATES, JobState
 

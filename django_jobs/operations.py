@@ -20,7 +20,7 @@ from .exceptions import (
     UnknownEngine,
 )
 from .models import Job, JobStep
-from .permissions_util import retry_refusal
+from .permissions import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .stats import queue_stats
@@ -122,7 +122,7 @@ def retry(
     have ended. Without failed or cancelled children it is a plain retry.
 
     ``by``: the user asking (the API and the admin pass theirs); the retry rule of
-    ``permissions_util.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
+    ``permissions.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
     the trusted caller: Python code and ``manage.py jobs``, which run as the deployment.
     """
     alias = jobs_settings.DATABASE

@@ -26,7 +26,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from .conf import jobs_settings
 from .models import Job
-from .permissions_util import is_operator
+from .permissions import is_operator
 from .types import JobState
 
 if TYPE_CHECKING:

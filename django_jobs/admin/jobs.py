@@ -25,7 +25,7 @@ from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import Job, JobStep
 from ..paginator import EstimatedCountPaginator
-from ..permissions_util import is_operator
+from ..permissions import is_operator
 from ..serialize import children_counts
 from ..stats import expired_leases, queue_stats, throughput
 from ..types import ENDED_STATES, RETRYABLE_STATES

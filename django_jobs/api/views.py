@@ -40,7 +40,7 @@ from ..exceptions import (
     RetryNotAllowed,
 )
 from ..models import Job, Schedule
-from ..permissions_util import can_schedule, can_submit, is_operator
+from ..permissions import can_schedule, can_submit, is_operator
 from ..registry import JobHandle, all_handles, get
 from ..serialize import (
     View,

@@ -20,7 +20,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..permissions_util import is_operator
+from ..permissions import is_operator
 from ..serialize import (
     View,
     encode,
