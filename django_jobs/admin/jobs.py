@@ -24,7 +24,6 @@ from .. import operations
 from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import Job, JobStep
-from ..paginator import EstimatedCountPaginator
 from ..permissions import is_operator
 from ..serialize import children_counts
 from ..stats import expired_leases, queue_stats, throughput
@@ -42,6 +41,7 @@ from .display import (
     timestamp,
 )
 from .filters import EngineFilter, KindFilter, LeaseFilter, QueueFilter
+from .paginator import EstimatedCountPaginator
 
 
 @admin.register(Job)

@@ -564,7 +564,7 @@ def test_a_big_unfiltered_job_list_shows_the_planners_estimate_not_a_count(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_jobs import paginator
+    from django_jobs.admin import paginator
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite counts rows from its own b-tree; every list is counted exactly")
