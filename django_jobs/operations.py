@@ -20,10 +20,10 @@ from .exceptions import (
     UnknownEngine,
 )
 from .models import Job, JobStep
+from .observability.stats import queue_stats
 from .permissions import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
-from .stats import queue_stats
 from .store import get_store
 from .types import ENDED_STATES, RETRYABLE_STATES, StepState
 from .validation import check_json

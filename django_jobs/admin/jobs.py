@@ -24,9 +24,9 @@ from .. import operations
 from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import Job, JobStep
+from ..observability.stats import expired_leases, queue_stats, throughput
 from ..permissions import is_operator
 from ..serialize import children_counts
-from ..stats import expired_leases, queue_stats, throughput
 from ..types import ENDED_STATES, RETRYABLE_STATES
 from .display import (
     EMPTY,

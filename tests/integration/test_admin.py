@@ -21,7 +21,7 @@ from django.urls import path
 from django_jobs import schedule
 from django_jobs.engine.schedules import undeclare
 from django_jobs.models import Job, JobStep, Schedule
-from django_jobs.stats import throughput
+from django_jobs.observability.stats import throughput
 from django_jobs.testing import fire_schedules
 from testproject.jobs import noop
 

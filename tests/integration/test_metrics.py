@@ -14,8 +14,8 @@ from django.contrib.auth.models import Permission
 from django.test import override_settings
 from django.urls import path
 
-from django_jobs.metrics import metrics_view
 from django_jobs.models import Job
+from django_jobs.observability.metrics import metrics_view
 from django_jobs.types import JobState
 
 urlpatterns = [path("metrics/", metrics_view)]

@@ -17,9 +17,9 @@ from ...cli import render
 from ...cli.drain import drain
 from ...exceptions import JobsError
 from ...mcp_server import serve
+from ...observability.stats import queue_stats
 from ...printable import printable
 from ...serialize import job_json
-from ...stats import queue_stats
 from ...types import JobState
 
 
