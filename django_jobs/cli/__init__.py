@@ -19,6 +19,8 @@ from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
 from ..engine.cron import next_runs
+from ..engine.maintenance import DEFAULT_BATCH_SIZE, PruneResult, expired
+from ..engine.maintenance import prune as prune_jobs
 from ..exceptions import (
     InvalidDuration,
     InvalidPayload,
@@ -35,8 +37,6 @@ from ..models import Job, JobStep, Schedule
 from ..operations import wake_waiting
 from ..printable import printable_json
 from ..registry import lookup
-from ..retention import DEFAULT_BATCH_SIZE, PruneResult, expired
-from ..retention import prune as prune_jobs
 from ..serialize import job_json
 from ..types import JobState
 

@@ -233,7 +233,7 @@ def test_an_empty_table_still_exposes_every_metric(client, operator):
 
 
 def test_pruning_never_lowers_the_processed_counter(client, operator):
-    from django_jobs.retention import prune
+    from django_jobs.engine.maintenance import prune
 
     for n in range(3):
         add("succeeded", kind="a", ended_at=T0 - timedelta(days=40 + n))

@@ -1,4 +1,4 @@
-"""Retention: delete ended jobs (and their steps) older than a cutoff, in batches.
+"""Maintenance of the queue: retention deletes ended jobs (and steps) past a cutoff, in batches.
 
 Only ended jobs are ever deleted: ``succeeded``, ``failed`` and ``cancelled``. A live job
 (queued, running, waiting, blocked, unknown) is never touched, whatever its timestamps say.
@@ -27,11 +27,11 @@ from django.db import connections, transaction
 from django.db.models import Count, Q
 from django.db.models.signals import post_delete, pre_delete
 
-from . import clock
-from .conf import jobs_settings
-from .durations import Duration, parse_duration
-from .models import Job, JobStep, PrunedCount
-from .types import ENDED_STATES
+from .. import clock
+from ..conf import jobs_settings
+from ..durations import Duration, parse_duration
+from ..models import Job, JobStep, PrunedCount
+from ..types import ENDED_STATES
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
