@@ -16,6 +16,6 @@ def enqueue(kind: str, payload: Any = None, **options: Any) -> Job:
 def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) -> list[Job]:
     """Admit one job per ``@job(on=name)`` handler and wake matching waits, in the caller's
     transaction. Returns the admitted jobs."""
-    from .engine.eventbus import emit as emit_event
+    from .engine.emit import emit as emit_event
 
     return emit_event(name, data, owner=owner, tenant=tenant)

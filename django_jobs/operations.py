@@ -10,7 +10,7 @@ from django.db.models import F
 
 from . import clock
 from .conf import jobs_settings
-from .engine.events import publish_after_commit
+from .engine.publish import publish_after_commit
 from .exceptions import (
     JobDuplicate,
     JobNotFound,

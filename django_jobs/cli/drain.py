@@ -11,8 +11,8 @@ from typing import Any
 
 from .. import clock
 from ..conf import jobs_settings
-from ..engine.events import publish
 from ..engine.executor import Executor
+from ..engine.publish import publish
 from ..engine.runner import run_next
 from ..engine.worker import make_worker_id
 from ..models import Job

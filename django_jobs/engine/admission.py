@@ -17,7 +17,7 @@ from ..models import Job
 from ..store import NewJob, Store, get_store
 from ..validation import check_key, check_label
 from ..validation import storable_json as ensure_json
-from .events import publish_all_after_commit
+from .publish import publish_all_after_commit
 
 if TYPE_CHECKING:
     from ..registry import JobHandle

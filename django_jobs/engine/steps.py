@@ -30,7 +30,7 @@ from ..exceptions import (
 from ..models import Job, JobStep
 from ..types import StepState
 from ..validation import storable_json, storable_text
-from .eventbus import first_matching_event
+from .emit import first_matching_event
 from .suspend import Suspend
 from .workflows import gather as gather_children
 from .workflows import spawn as spawn_children

@@ -31,11 +31,11 @@ from ..printable import printable
 from ..registry import get
 from ..store import Outcome, get_store
 from .context import LiveState
-from .events import STATE_EVENTS, publish
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
 from .maintenance import prune_expired
+from .publish import STATE_EVENTS, publish
 from .scheduler import tick
 
 logger = logging.getLogger("django_jobs.worker")

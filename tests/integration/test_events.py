@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import django_jobs
-from django_jobs.engine.events import publish
+from django_jobs.engine.publish import publish
 from django_jobs.events import prune_events
 from django_jobs.events.checks import check_live_events
 from django_jobs.events.fanout import send_sse, ws_messages
