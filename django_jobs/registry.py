@@ -268,6 +268,12 @@ def lookup(kind: str) -> JobHandle:
         ) from None
 
 
+def enqueue(kind: str, payload: Any = None, **options: Any) -> Job:
+    """Enqueue a job by kind name (``django_jobs.enqueue``); same options as
+    ``JobHandle.enqueue``."""
+    return lookup(kind).enqueue(payload, **options)
+
+
 def get(kind: str) -> JobHandle | None:
     return _registry.get(kind)
 
