@@ -1,3 +1,6 @@
+"""The app config: ``ready()`` wires the system checks, the settings reload, the event writer,
+the ``jobs`` modules of installed apps and the kinds of ``TASKS`` backends."""
+
 from __future__ import annotations
 
 from django.apps import AppConfig

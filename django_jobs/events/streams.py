@@ -1,4 +1,4 @@
-"""The open SSE streams of this process: who listens on what, replay from the rows, the loop.
+"""One SSE stream's body: replay from the rows after the client's last id, then the live loop.
 
 The job streams are served here, not by django-eventstream's view, and take no setting: the
 rows are the storage (an event's SSE id is ``<channel>:<row id>``), the channel is the
