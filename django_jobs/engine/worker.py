@@ -34,7 +34,7 @@ from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
-from .maintenance import prune_expired
+from .maintenance import prune_expired, rescue_stale
 from .publish import STATE_EVENTS, publish
 from .scheduler import tick
 
@@ -538,12 +538,7 @@ class Worker:
 
     def _rescue(self) -> None:
         rescued = self._retry_db(
-            lambda: self.store.rescue(
-                engine=self.engine,
-                now=clock.now(),
-                error="The worker running this job stopped heartbeating (crash or kill); "
-                "its lease ran out and the job was re-asked.",
-            )
+            lambda: rescue_stale(self.store, engine=self.engine, now=clock.now())
         )
         if rescued:
             logger.warning("Re-asked %s job(s) whose worker stopped: %s", len(rescued), rescued)
