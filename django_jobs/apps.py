@@ -1,3 +1,6 @@
+"""The app config: ``ready()`` wires the system checks, the settings reload, the event writer,
+the ``jobs`` modules of installed apps and the kinds of ``TASKS`` backends."""
+
 from __future__ import annotations
 
 from django.apps import AppConfig
@@ -10,6 +13,8 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here: these modules need the app registry (models, settings), which is
+        # ready only now.
         from django.core.signals import setting_changed
         from django.utils.module_loading import autodiscover_modules
 

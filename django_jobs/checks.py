@@ -10,7 +10,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
-from .durations import parse_duration
+from .durations import parse_duration, parse_rate
 from .exceptions import InvalidDuration
 
 
@@ -98,8 +98,6 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
             )
         )
     else:
-        from .engine.limits import parse_rate
-
         for queue, rate in rates.items():
             try:
                 parse_rate(rate)

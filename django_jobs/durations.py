@@ -1,4 +1,5 @@
-"""Parse the durations the public API accepts: "30s", "5m", "3d", a timedelta or seconds."""
+"""Parse the durations and rates the public API accepts: "30s", "5m", a timedelta or seconds;
+"100/m", "5/10s"."""
 
 from __future__ import annotations
 
@@ -38,3 +39,19 @@ def _invalid(value: object, name: str) -> InvalidDuration:
         f"{name}={value!r} is not a duration. Write it as a number with a unit "
         '("250ms", "30s", "5m", "2h", "3d", "1w"), a timedelta, or a number of seconds.'
     )
+
+
+_RATE_PATTERN = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|m|h|d)\s*$")
+_RATE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(value: str) -> tuple[int, timedelta]:
+    """``"100/m"`` -> (100, 60 s); ``"5/10s"`` -> (5, 10 s)."""
+    match = _RATE_PATTERN.match(value) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) < 1:
+        raise ValueError(
+            f"rate={value!r} is not a rate. Write starts per window: '100/m', '5/s', '1000/h', "
+            "'20/10s'."
+        )
+    count = int(match.group(2) or 1) * _RATE_UNITS[match.group(3)]
+    return int(match.group(1)), timedelta(seconds=count)

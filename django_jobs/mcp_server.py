@@ -35,7 +35,7 @@ from django.db import connections
 
 from . import cli, operations
 from .exceptions import JobsError
-from .stats import queue_stats
+from .observability.stats import queue_stats
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

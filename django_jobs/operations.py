@@ -10,7 +10,7 @@ from django.db.models import F
 
 from . import clock
 from .conf import jobs_settings
-from .engine.events import publish_after_commit
+from .engine.publish import publish_after_commit
 from .exceptions import (
     JobDuplicate,
     JobNotFound,
@@ -20,6 +20,8 @@ from .exceptions import (
     UnknownEngine,
 )
 from .models import Job, JobStep
+from .observability.stats import queue_stats
+from .permissions import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .store import get_store
@@ -103,8 +105,6 @@ def check_retry(
 ) -> None:
     """Raise ``RetryNotAllowed`` unless ``user`` may retry ``job`` (from ``from_step``, with
     its ``children``)."""
-    from .permissions_util import retry_refusal
-
     refusal = retry_refusal(
         user, job.owner_id, get(job.kind), from_step=from_step, children=children
     )
@@ -122,7 +122,7 @@ def retry(
     have ended. Without failed or cancelled children it is a plain retry.
 
     ``by``: the user asking (the API and the admin pass theirs); the retry rule of
-    ``permissions_util.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
+    ``permissions.retry_refusal`` is checked for them (``RetryNotAllowed``). ``None`` is
     the trusted caller: Python code and ``manage.py jobs``, which run as the deployment.
     """
     alias = jobs_settings.DATABASE
@@ -318,8 +318,6 @@ def describe_kinds() -> list[dict[str, Any]]:
 
 
 def inspect_queues() -> dict[str, Any]:
-    from .stats import queue_stats
-
     return queue_stats()
 
 

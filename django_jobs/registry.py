@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .durations import Duration, parse_duration
+from .conf import jobs_settings
+from .durations import Duration, parse_duration, parse_rate
 from .engine.retry import Retry
 from .exceptions import IdempotencyRequired, InvalidPayload, JobDuplicate, UnknownKind
+from .schema import serializer_json_schema
 from .validation import check_key
 from .validation import storable_json as ensure_json
 
@@ -100,6 +102,8 @@ class JobHandle:
         idempotency_key: str | None = None,
         on_conflict: str = "return",
     ) -> Job:
+        # Imported on call: ``@job`` modules are imported while Django loads its apps, and
+        # admission needs the models (the registry itself never touches them).
         from .engine.admission import admit
 
         return admit(
@@ -116,13 +120,11 @@ class JobHandle:
         )[0]
 
     def enqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
-        from .engine.admission import admit
+        from .engine.admission import admit  # on call: see enqueue
 
         return admit(self, list(payloads), **options)
 
     def as_user(self, user: Any, payload: Any = None, **options: Any) -> Job:
-        from .conf import jobs_settings
-
         tenant_of = jobs_settings.callable_setting("TENANT_OF")
         options.setdefault("tenant", tenant_of(user) if tenant_of else None)
         return self.enqueue(payload, owner=user, **options)
@@ -140,9 +142,6 @@ class JobHandle:
     # -- manifest -----------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        from .conf import jobs_settings
-        from .schema import serializer_json_schema
-
         return {
             "kind": self.kind,
             "label": self.label or self.kind,
@@ -199,8 +198,6 @@ def job(
         )
 
     if rate is not None:
-        from .engine.limits import parse_rate
-
         parse_rate(rate)  # a bad rate fails at decoration, not in a worker's claim loop
 
     def decorator(func: Callable[..., Any]) -> JobHandle:
@@ -269,6 +266,12 @@ def lookup(kind: str) -> JobHandle:
             "an installed app's jobs.py, or check the spelling "
             "(`manage.py jobs kinds` lists the registered kinds)."
         ) from None
+
+
+def enqueue(kind: str, payload: Any = None, **options: Any) -> Job:
+    """Enqueue a job by kind name (``django_jobs.enqueue``); same options as
+    ``JobHandle.enqueue``."""
+    return lookup(kind).enqueue(payload, **options)
 
 
 def get(kind: str) -> JobHandle | None:

@@ -24,6 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from .conf import jobs_settings
+from .models import Job
+from .permissions import is_operator
+from .types import JobState
+
 if TYPE_CHECKING:
     from .models import Job, JobStep
 
@@ -37,8 +42,6 @@ class View(enum.Enum):
 
 def view_for(user: Any) -> View:
     """The view ``user`` gets of the jobs they may read: operators see everything."""
-    from .permissions_util import is_operator
-
     return View.OPERATOR if is_operator(user) else View.MEMBER
 
 
@@ -75,10 +78,6 @@ def _progress(key: str) -> Callable[[Job], Any]:
 def children_counts(job_ids: list[int], alias: str | None = None) -> dict[int, dict[str, int]]:
     """The children of these jobs counted per state, with ``total``: one query for them all."""
     from django.db.models import Count
-
-    from .conf import jobs_settings
-    from .models import Job
-    from .types import JobState
 
     counts: dict[int, dict[str, int]] = {}
     if not job_ids:

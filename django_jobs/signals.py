@@ -12,6 +12,20 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
+#: The ``type`` of every job event, in lifecycle order.
+EVENT_TYPES: tuple[str, ...] = (
+    "job.created",
+    "job.started",
+    "job.progress",
+    "job.log",
+    "job.waiting",
+    "job.succeeded",
+    "job.failed",
+    "job.blocked",
+    "job.cancelled",
+    "job.retrying",
+)
+
 # Cached per sender: sent several times for every job, it must cost next to nothing.
 job_event = Signal(use_caching=True)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from . import clock
 from .engine.executor import Executor
 from .engine.runner import run_next
+from .engine.scheduler import tick
 from .store import get_store
 
 if TYPE_CHECKING:
@@ -43,6 +44,4 @@ def run_until_idle(
 
 def fire_schedules() -> list[Job]:
     """Sync declared schedules and fire the due occurrences once; return the jobs."""
-    from .engine.scheduler import tick
-
     return tick(clock.now())

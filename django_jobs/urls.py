@@ -12,7 +12,7 @@ from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from .api.views import JobViewSet, ScheduleViewSet, SchemaView, not_found
-from .metrics import metrics_view
+from .observability.metrics import metrics_view
 
 app_name = "django_jobs"
 

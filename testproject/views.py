@@ -17,7 +17,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
 from django_jobs.models import Job
-from django_jobs.permissions_util import is_operator
+from django_jobs.permissions import is_operator
 from django_jobs.serialize import job_json, view_for
 
 from .jobs import render as render_job

@@ -12,7 +12,7 @@ from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..events.payloads import EVENT_TYPES
+from ..signals import EVENT_TYPES
 from ..types import JobState
 
 #: Job states in the order the overview shows them.

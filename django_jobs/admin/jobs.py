@@ -24,10 +24,9 @@ from .. import operations
 from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import Job, JobStep
-from ..paginator import EstimatedCountPaginator
-from ..permissions_util import is_operator
+from ..observability.stats import expired_leases, queue_stats, throughput
+from ..permissions import is_operator
 from ..serialize import children_counts
-from ..stats import expired_leases, queue_stats, throughput
 from ..types import ENDED_STATES, RETRYABLE_STATES
 from .display import (
     EMPTY,
@@ -42,6 +41,7 @@ from .display import (
     timestamp,
 )
 from .filters import EngineFilter, KindFilter, LeaseFilter, QueueFilter
+from .paginator import EstimatedCountPaginator
 
 
 @admin.register(Job)

@@ -19,7 +19,7 @@ from ..conf import jobs_settings
 from ..engine import cron as cron_rules
 from ..exceptions import InvalidPayload, InvalidSchedule
 from ..models import Schedule
-from ..permissions_util import is_operator
+from ..permissions import is_operator
 from ..registry import all_handles, get
 from .display import EMPTY
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from ..permissions_util import RETRY_OPERATORS_ONLY, can_retry, is_operator
+from ..permissions import RETRY_OPERATORS_ONLY, can_retry, is_operator
 from ..registry import get
 
 

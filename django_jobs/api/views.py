@@ -40,7 +40,8 @@ from ..exceptions import (
     RetryNotAllowed,
 )
 from ..models import Job, Schedule
-from ..permissions_util import can_schedule, can_submit, is_operator
+from ..observability.stats import queue_stats
+from ..permissions import can_schedule, can_submit, is_operator
 from ..registry import JobHandle, all_handles, get
 from ..serialize import (
     View,
@@ -50,7 +51,6 @@ from ..serialize import (
     member_view,
     view_for,
 )
-from ..stats import queue_stats
 from ..types import RETRYABLE_STATES, JobState
 from ..validation import key_problem, storable_text
 from .errors import (

@@ -18,6 +18,9 @@ from django.db import transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
+from ..engine.cron import next_runs
+from ..engine.maintenance import DEFAULT_BATCH_SIZE, PruneResult, expired
+from ..engine.maintenance import prune as prune_jobs
 from ..exceptions import (
     InvalidDuration,
     InvalidPayload,
@@ -30,11 +33,10 @@ from ..exceptions import (
     OutboxNoTransaction,
     UnknownKind,
 )
-from ..models import Job, Schedule
+from ..models import Job, JobStep, Schedule
 from ..operations import wake_waiting
 from ..printable import printable_json
 from ..registry import lookup
-from ..retention import DEFAULT_BATCH_SIZE, PruneResult
 from ..serialize import job_json
 from ..types import JobState
 
@@ -142,8 +144,6 @@ def job_rows(
 
 def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, Any]]:
     """Every schedule, as the API shows it, with its next ``runs`` occurrences."""
-    from ..engine.cron import next_runs
-
     now = now or clock.now()
     rows = []
     for item in Schedule.objects.using(jobs_settings.DATABASE).order_by("name"):
@@ -203,8 +203,6 @@ def prune(
     progress: Callable[[int, int], None] | None = None,
 ) -> PruneResult:
     """Delete ended jobs older than ``older_than`` (default: ``JOBS["RETENTION"]``)."""
-    from ..retention import prune as prune_jobs
-
     period = parse_duration(_older_than(older_than), name="--older-than")
     if batch_size < 1:
         raise BadInput(f"--batch-size must be at least 1, not {batch_size}.")
@@ -213,9 +211,6 @@ def prune(
 
 def prune_dry_run(older_than: str | None) -> PruneResult:
     """What ``prune`` would delete now, counted; nothing is deleted."""
-    from ..models import JobStep
-    from ..retention import expired
-
     period = parse_duration(_older_than(older_than), name="--older-than")
     cutoff = clock.now() - period
     jobs = Job.objects.using(jobs_settings.DATABASE).filter(expired(cutoff))

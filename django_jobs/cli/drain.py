@@ -12,6 +12,7 @@ from typing import Any
 from .. import clock
 from ..conf import jobs_settings
 from ..engine.executor import Executor
+from ..engine.publish import publish
 from ..engine.runner import run_next
 from ..engine.worker import make_worker_id
 from ..models import Job
@@ -95,8 +96,6 @@ class _Heartbeat:
 
     def _run(self) -> None:
         from django.db import DatabaseError, connections
-
-        from ..engine.events import publish
 
         try:
             while not self.stopped.wait(self.every):

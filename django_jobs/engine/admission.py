@@ -14,10 +14,10 @@ from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import InvalidDuration, InvalidPayload, JobDuplicate, OutboxNoTransaction
 from ..models import Job
-from ..registry import ensure_json
 from ..store import NewJob, Store, get_store
 from ..validation import check_key, check_label
-from .events import publish_all_after_commit
+from ..validation import storable_json as ensure_json
+from .publish import publish_all_after_commit
 
 if TYPE_CHECKING:
     from ..registry import JobHandle

@@ -14,10 +14,10 @@ from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import Cancelled, JobTimeout
 from ..validation import storable_text
+from .steps import Steps
 
 if TYPE_CHECKING:
     from ..models import Job
-    from .steps import Steps
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,6 @@ class JobContext:
     @property
     def step(self) -> Steps:
         if self._step is None:
-            from .steps import Steps
-
             self._step = Steps(self)
         return self._step
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 
 from .. import clock
+from ..durations import parse_duration
 from ..exceptions import (
     Blocked,
     Cancelled,
@@ -34,7 +35,7 @@ from ..store import Outcome
 from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
 from .loops import run_async
-from .steps import Suspend
+from .suspend import Suspend
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -254,8 +255,6 @@ class Executor:
             text = f"RetryLater: {exc.reason}"
             run_at = exc.at
             if run_at is None and exc.after is not None:
-                from ..durations import parse_duration
-
                 run_at = now + parse_duration(exc.after, name="RetryLater after")
         else:
             # Not exc_info: the message is the runner's text, escaped before it reaches a log.

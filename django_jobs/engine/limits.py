@@ -8,33 +8,18 @@ workers racing may both hand back, never both keep.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..conf import jobs_settings
+from ..durations import parse_rate
 from ..registry import all_handles
 from ..store.base import ClaimSkip
 
 if TYPE_CHECKING:
     from ..models import Job
     from ..store import Store
-
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|m|h|d)\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_rate(value: str) -> tuple[int, timedelta]:
-    """``"100/m"`` -> (100, 60 s); ``"5/10s"`` -> (5, 10 s)."""
-    match = _RATE.match(value) if isinstance(value, str) else None
-    if match is None or int(match.group(1)) < 1:
-        raise ValueError(
-            f"rate={value!r} is not a rate. Write starts per window: '100/m', '5/s', '1000/h', "
-            "'20/10s'."
-        )
-    count = int(match.group(2) or 1) * _UNIT_SECONDS[match.group(3)]
-    return int(match.group(1)), timedelta(seconds=count)
 
 
 @dataclass

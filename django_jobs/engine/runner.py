@@ -16,9 +16,9 @@ from .. import clock
 from ..conf import jobs_settings
 from ..types import ENDED_STATES
 from .context import LiveState
-from .events import STATE_EVENTS, publish
 from .executor import Executor
 from .limits import claim_within_limits
+from .publish import STATE_EVENTS, publish
 
 if TYPE_CHECKING:
     from ..models import Job

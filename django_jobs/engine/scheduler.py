@@ -18,7 +18,7 @@ from django.db import transaction
 from ..conf import jobs_settings
 from ..exceptions import InvalidPayload, JobsError
 from ..models import Schedule
-from ..permissions_util import can_schedule
+from ..permissions import can_schedule
 from ..printable import printable
 from ..registry import JobHandle, get
 from ..store import get_store

@@ -10,7 +10,6 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -31,21 +30,15 @@ from ..exceptions import (
 from ..models import Job, JobStep
 from ..types import StepState
 from ..validation import storable_json, storable_text
-from .eventbus import first_matching_event
+from .emit import first_matching_event
+from .suspend import Suspend
+from .workflows import gather as gather_children
+from .workflows import spawn as spawn_children
 
 if TYPE_CHECKING:
     from .context import JobContext
 
 RECOVER = ("retry", "stop")
-
-
-class Suspend(Exception):
-    """Park the job in ``waiting`` until ``run_at`` (None: until woken)."""
-
-    def __init__(self, reason: str, run_at: datetime | None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.run_at = run_at
 
 
 class LeaseLost(Exception):
@@ -339,9 +332,7 @@ class Steps:
         job as ``parent``, and its owner and tenant; ``options`` are ``enqueue``'s (queue,
         priority, run_at, delay, idempotency_key, on_conflict). See ``engine.workflows``.
         """
-        from .workflows import spawn
-
-        return spawn(self, name, handle, payloads, **options)
+        return spawn_children(self, name, handle, payloads, **options)
 
     def gather(
         self,
@@ -355,9 +346,7 @@ class Steps:
         results in the order of ``ids``. A failed or cancelled child raises ``ChildFailed``
         (``failed="collect"``: a ``ChildResult`` per child instead); past ``timeout``,
         ``JobTimeout`` (the children keep running)."""
-        from .workflows import gather
-
-        return gather(self, name, ids, timeout=timeout, failed=failed)
+        return gather_children(self, name, ids, timeout=timeout, failed=failed)
 
     async def aspawn(self, name: str, handle: Any, payloads: Any, **options: Any) -> list[int]:
         return await sync_to_async(self.spawn)(name, handle, payloads, **options)

@@ -31,11 +31,13 @@ from ..printable import printable
 from ..registry import get
 from ..store import Outcome, get_store
 from .context import LiveState
-from .events import publish
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
+from .maintenance import prune_expired, rescue_stale
+from .publish import publish
 from .runner import publish_recorded
+from .scheduler import tick
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -261,6 +263,8 @@ class Worker:
             self.wake.wait(self.poll if not self.burst else 0.05)
 
     def _listen(self) -> None:
+        # PostgreSQL only (the caller checks): store.postgres loads psycopg, which an
+        # installation on SQLite may lack.
         from ..store.postgres import CHANNEL
 
         while not self.stopping.is_set():
@@ -502,8 +506,6 @@ class Worker:
                     entry[1].cancel_requested = True
 
     def _tick_schedules(self) -> None:
-        from .scheduler import tick
-
         try:
             fired = self._retry_db(lambda: tick(clock.now())) or []
         except Exception:  # a broken schedule must not stop the worker
@@ -515,8 +517,6 @@ class Worker:
 
     def _prune(self) -> None:
         """Apply JOBS["RETENTION"] (workers that run the scheduler do it, once a minute)."""
-        from ..retention import prune_expired
-
         try:
             self._retry_db(lambda: prune_expired(clock.now()))
         except Exception:  # retention must never stop the worker
@@ -524,12 +524,7 @@ class Worker:
 
     def _rescue(self) -> None:
         rescued = self._retry_db(
-            lambda: self.store.rescue(
-                engine=self.engine,
-                now=clock.now(),
-                error="The worker running this job stopped heartbeating (crash or kill); "
-                "its lease ran out and the job was re-asked.",
-            )
+            lambda: rescue_stale(self.store, engine=self.engine, now=clock.now())
         )
         if rescued:
             logger.warning("Re-asked %s job(s) whose worker stopped: %s", len(rescued), rescued)

@@ -25,6 +25,8 @@ from ..registry import JobHandle, get
 from ..signals import children_spawned
 from ..store import get_store
 from ..types import ENDED_STATES, StepState
+from .admission import admit
+from .suspend import Suspend
 
 if TYPE_CHECKING:
     from .steps import Steps
@@ -83,8 +85,6 @@ def spawn(
     row = steps._enter(name)
     if row is not None and row.state == StepState.COMPLETED:
         return list(row.value or [])
-    from .admission import admit
-
     job = steps.ctx.job
     store = get_store(steps.alias)
     steps._active = name
@@ -160,8 +160,6 @@ def gather(
         wake = now + FOREIGN_RECHECK if foreign else None
         if deadline is not None and (wake is None or deadline < wake):
             wake = deadline
-        from .steps import Suspend
-
         raise Suspend(f"waiting for {pending} of {len(ids)} children in step {name!r}", wake)
     outcomes = _outcomes(ids, steps.alias)
     if failed == "collect":

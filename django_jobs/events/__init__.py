@@ -14,6 +14,8 @@ __all__ = ["install", "prune_events"]
 
 def install() -> None:
     """Connect the ``job_event`` receiver that stores events (``JobsConfig.ready`` calls it)."""
+    # Imported on call: this package is the parent of every transport module, and importing
+    # one of them (``payloads``, ``urls``) must not load the writer, the models or Channels.
     from django.core.signals import setting_changed
 
     from ..engine.admission import set_created_events
@@ -29,6 +31,7 @@ def install() -> None:
 
 def prune_events(older_than: Any = None) -> int:
     """Delete event rows older than ``older_than`` (default ``JOBS["EVENT_RETENTION"]``)."""
+    # On call, as in install().
     from .outbox import prune_events as prune
 
     return prune(older_than)

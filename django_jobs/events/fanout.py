@@ -1,6 +1,6 @@
 """Handing stored events to the two transports, addressed.
 
-- SSE: this process's streams (``streams.listeners``), on each of the event's channels, with
+- SSE: this process's streams (``events.listeners``), on each of the event's channels, with
   the row id as the event id, so live delivery and ``Last-Event-ID`` replay agree. With
   ``EVENTSTREAM_REDIS``, every web process's streams, through Redis (``redis_sse``).
 - WebSocket: ``group_send`` of ``{"type": "jobs.event", "text": <JSON>}`` on each of the
@@ -27,8 +27,10 @@ from typing import Any
 
 from django.conf import settings
 
+from ..store.event_rows import StoredEvent
+from .listeners import listeners
 from .payloads import WS_MESSAGE_TYPE, text_for_group, ws_groups
-from .store import StoredEvent
+from .redis_sse import forget_client, publish
 
 logger = logging.getLogger("django_jobs.events")
 
@@ -83,22 +85,16 @@ def forget_transports(*, setting: str, **kwargs: Any) -> None:
     if setting in ("EVENTSTREAM_REDIS", "CHANNEL_LAYERS"):
         _transports = None
     if setting == "EVENTSTREAM_REDIS":
-        from .redis_sse import forget_client
-
         forget_client()
 
 
 def send_sse(rows: list[StoredEvent]) -> None:
     """Hand the rows to this process's SSE streams (the relay's delivery)."""
-    from .streams import listeners
-
     listeners.deliver(rows)
 
 
 def publish_sse(rows: list[StoredEvent]) -> None:
     """Publish the rows to every web process's SSE streams, through Redis."""
-    from .redis_sse import publish
-
     publish(rows)
 
 

@@ -35,10 +35,11 @@ from django.db import connections, transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
+from ..store import events as store
 from ..store.base import BATCH_SHARED
-from . import store
+from ..store.event_rows import NewEvent
+from .fanout import fleet, fleet_transports
 from .payloads import event_text, owner_key, snapshot
-from .store import NewEvent
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -321,22 +322,16 @@ class EventWriter:
 def _flush_at_exit() -> None:
     """A process that ends (``runjobs --burst``, a SIGTERM) stores, and publishes, its last
     events first."""
-    from .fanout import fleet
-
     writer.flush()
     fleet.flush()
 
 
 def _fleet_publishes() -> bool:
     """Does this process publish the events it stores (a transport goes through Redis)?"""
-    from .fanout import fleet_transports
-
     return bool(fleet_transports())
 
 
 def _publish_fleet(rows: list[store.StoredEvent]) -> None:
-    from .fanout import fleet
-
     fleet.publish(rows)
 
 

@@ -20,7 +20,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..permissions_util import is_operator
+from ..permissions import is_operator
 from ..serialize import (
     View,
     encode,
@@ -33,19 +33,6 @@ from ..serialize import (
 
 if TYPE_CHECKING:
     from ..models import Job
-
-EVENT_TYPES: tuple[str, ...] = (
-    "job.created",
-    "job.started",
-    "job.progress",
-    "job.log",
-    "job.waiting",
-    "job.succeeded",
-    "job.failed",
-    "job.blocked",
-    "job.cancelled",
-    "job.retrying",
-)
 
 #: django-eventstream channels (SSE): every event, and one user's events.
 OPERATORS_CHANNEL = "jobs-operators"

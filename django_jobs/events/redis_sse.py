@@ -4,7 +4,7 @@ subscription, which survives Redis restarts.
 The process that stores events publishes each batch once, on django_jobs' own Redis channel
 (``REDIS_CHANNEL``; never eventstream's, whose listeners serve other channels). Every web
 process subscribes once, on its event loop, and hands the rows to its streams
-(``streams.listeners``), which pick each channel's text as the relay does.
+(``events.listeners``), which pick each channel's text as the relay does.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .store import StoredEvent
-from .streams import listeners
+from ..store.event_rows import StoredEvent
+from .listeners import listeners
 
 logger = logging.getLogger("django_jobs.events")
 

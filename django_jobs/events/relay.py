@@ -2,7 +2,7 @@
 
 Started lazily, by the first SSE or WebSocket connection of the process. It reads the rows
 after the last one it delivered, oldest first, and hands each to this process's SSE streams
-(``streams.listeners``) and WebSocket consumers (``group_send`` on the in-memory Channels layer, run
+(``events.listeners``) and WebSocket consumers (``group_send`` on the in-memory Channels layer, run
 on the loop the consumers live on). On PostgreSQL it LISTENs on a connection of its own and
 reads when NOTIFY says rows were committed (and every half second anyway: a notification is a
 hint, the rows are the truth); on SQLite it polls every 0.2 s.
@@ -24,7 +24,7 @@ from typing import Any
 from django.db import connections
 
 from ..conf import jobs_settings
-from . import store
+from ..store import events as store
 from .fanout import channel_layer, layer_is_local, send_sse, send_ws, sse_uses_redis, ws_messages
 
 logger = logging.getLogger("django_jobs.events")

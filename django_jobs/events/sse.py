@@ -23,6 +23,8 @@ from django_eventstream.storage import DjangoModelStorage
 
 from .fanout import sse_uses_redis
 from .payloads import channel_for_user, is_jobs_channel
+from .redis_sse import ensure_subscription
+from .relay import relay
 from .signin import SignIn, session_key_of
 from .streams import stream
 
@@ -131,12 +133,8 @@ def events(request: HttpRequest) -> HttpResponse:
     channel = channel_for_user(user)
     assert channel is not None
     if sse_uses_redis():
-        from .redis_sse import ensure_subscription
-
         content: Any = ensure_subscription(stream(channel, after, sign_in))
     else:
-        from .relay import relay
-
         relay.ensure_started()
         content = stream(channel, after, sign_in)
     response = StreamingHttpResponse(content, content_type="text/event-stream")

@@ -1,4 +1,4 @@
-"""The open SSE streams of this process: who listens on what, replay from the rows, the loop.
+"""One SSE stream's body: replay from the rows after the client's last id, then the live loop.
 
 The job streams are served here, not by django-eventstream's view, and take no setting: the
 rows are the storage (an event's SSE id is ``<channel>:<row id>``), the channel is the
@@ -16,24 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django_eventstream.utils import sse_encode_event
 
 from ..conf import jobs_settings
-from . import store
-from .payloads import channel_owner, sse_channels, text_for_channel
+from ..store import events as store
+from .fanout import sse_uses_redis
+from .listeners import Listener, listeners
+from .payloads import channel_owner, text_for_channel
+from .relay import relay
 from .signin import RECHECK_EVERY, SignIn
-from .store import StoredEvent
 
 logger = logging.getLogger("django_jobs.events")
 
-#: Live events queued per stream; past this, the stream re-reads the rows (it loses nothing).
-MAX_PENDING = 10
 #: Rows read per replay query.
 REPLAY_BATCH = 500
 #: An idle stream sends a ``keep-alive`` event this often (as django-eventstream does).
@@ -42,71 +41,6 @@ KEEP_ALIVE = 20.0
 # A browser shows nothing until it has received some bytes: the first chunk is padded.
 OPENING = ":" + " " * 2048 + "\n\nevent: stream-open\ndata:\n\n"
 KEEP_ALIVE_EVENT = "event: keep-alive\ndata:\n\n"
-
-
-@dataclass(eq=False)
-class Listener:
-    """One open stream: its channel, its loop, and the live events queued for it."""
-
-    channel: str
-    loop: asyncio.AbstractEventLoop
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    pending: list[tuple[int, str, str]] = field(default_factory=list)
-    overflow: bool = False
-
-
-class Listeners:
-    """The streams of this process, by channel; delivery may come from any thread."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_channel: dict[str, set[Listener]] = {}
-
-    def add(self, listener: Listener) -> None:
-        with self.lock:
-            self.by_channel.setdefault(listener.channel, set()).add(listener)
-
-    def remove(self, listener: Listener) -> None:
-        with self.lock:
-            members = self.by_channel.get(listener.channel)
-            if members is not None:
-                members.discard(listener)
-                if not members:
-                    del self.by_channel[listener.channel]
-
-    def deliver(self, rows: Iterable[StoredEvent]) -> None:
-        """Queue each row for the streams of its channels, as each channel's reader sees it."""
-        with self.lock:
-            for row in rows:
-                for channel in sse_channels(row.owner):
-                    members = self.by_channel.get(channel)
-                    if not members:
-                        continue
-                    text = text_for_channel(row.data, channel)
-                    for listener in members:
-                        if len(listener.pending) < MAX_PENDING:
-                            listener.pending.append((row.id, row.type, text))
-                        else:
-                            listener.overflow = True
-                        _wake(listener)
-
-    def catch_up_all(self) -> None:
-        """Have every stream re-read the rows after its last id (after a transport outage)."""
-        with self.lock:
-            for members in self.by_channel.values():
-                for listener in members:
-                    listener.overflow = True
-                    _wake(listener)
-
-
-def _wake(listener: Listener) -> None:
-    try:
-        listener.loop.call_soon_threadsafe(listener.wake.set)
-    except RuntimeError:  # its loop is closed: the stream is gone, its finally removes it
-        pass
-
-
-listeners = Listeners()
 
 
 def frame(channel: str, event_id: int, event_type: str, text: str) -> str:
@@ -126,9 +60,6 @@ def session_ended_event() -> str:
 
 def current_id() -> int:
     """The id up to which this process has delivered events live (see the module)."""
-    from .fanout import sse_uses_redis
-    from .relay import relay
-
     delivered = None if sse_uses_redis() else relay.delivered()
     return delivered if delivered is not None else store.latest_id(jobs_settings.DATABASE)
 

@@ -23,6 +23,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from .fanout import layer_is_local
 from .origin import origin_allowed
 from .payloads import group_for_user
+from .relay import relay
 from .signin import RECHECK_EVERY, SignIn, session_key_of
 
 logger = logging.getLogger("django_jobs.events")
@@ -56,8 +57,6 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
             return
         self.group = group
         if layer_is_local(self.channel_layer):
-            from .relay import relay
-
             self.loop = asyncio.get_running_loop()
             relay.attach_loop(self.loop)
             await database_sync_to_async(relay.ensure_started)()
@@ -111,8 +110,6 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
             except Exception:  # the layer is away; its group entry expires on its own
                 logger.debug("Cannot leave the Channels group %s", self.group, exc_info=True)
         if self.loop is not None:
-            from .relay import relay
-
             relay.detach_loop(self.loop)
             self.loop = None
 

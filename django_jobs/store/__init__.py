@@ -11,6 +11,8 @@ from .base import NewJob, Outcome, Store
 def get_store(alias: str | None = None) -> Store:
     alias = alias or jobs_settings.DATABASE
     vendor = connections[alias].vendor
+    # Only the configured database's store is imported: store.postgres loads psycopg, which
+    # an installation on SQLite may lack.
     if vendor == "postgresql":
         from .postgres import PostgresStore
 

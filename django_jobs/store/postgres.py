@@ -12,12 +12,12 @@ from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCur
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
-from ..events.store import NOTIFY_CHANNEL as EVENTS_CHANNEL
-from ..events.store import TABLE as EVENTS_TABLE
-from ..events.store import WRITE_LOCK as EVENTS_WRITE_LOCK
-from ..events.store import StoredEvent
 from ..models import Job
 from .base import BATCH_SHARED, COLUMNS, TABLE, ClaimSkip, NewJob, Outcome, Store
+from .event_rows import NOTIFY_CHANNEL as EVENTS_CHANNEL
+from .event_rows import TABLE as EVENTS_TABLE
+from .event_rows import WRITE_LOCK as EVENTS_WRITE_LOCK
+from .event_rows import StoredEvent
 
 CHANNEL = "django_jobs"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
@@ -92,7 +92,7 @@ def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool)
     (RETURNING cannot return the source's columns). A CTE with a volatile function runs once
     (it is materialized); the main query joins each one's COUNT row only to make it run. The
     wake-up is empty when nothing was inserted and is delivered on commit only. The events'
-    write lock (see events/store.py) is taken before the first event id is drawn: the event
+    write lock (see store/events.py) is taken before the first event id is drawn: the event
     INSERT reads the "locked" row before it emits any row. Events go in job id order.
     """
     sent_once = "".join(f"%s::{_TYPES[name]} AS {name}, " for name in shared)

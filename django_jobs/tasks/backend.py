@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -22,6 +22,8 @@ from django.utils.module_loading import import_string
 from ..conf import jobs_settings
 from ..engine.retry import Retry
 from ..exceptions import JobsError
+from ..models import Job
+from ..registry import JobHandle, get, register, unregister
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     BaseTaskBackend,
@@ -33,9 +35,7 @@ from .compat import (
     task_enqueued,
 )
 from .results import History, build_result, rebuild_task, task_payload
-
-if TYPE_CHECKING:
-    from ..registry import JobHandle
+from .runner import run_task
 
 KIND = "django.tasks"
 OPTIONS = ("engine", "retry")
@@ -90,9 +90,6 @@ class BackendConfig:
 
 def register_kind(config: BackendConfig) -> JobHandle:
     """Register (or reuse) the job kind that runs this alias's tasks."""
-    from ..registry import JobHandle, get, register, unregister
-    from .runner import run_task
-
     existing = get(config.kind)
     if existing is not None and existing.func is run_task:
         if existing.engine == config.engine and existing.retry == config.retry:
@@ -115,6 +112,8 @@ def register_kind(config: BackendConfig) -> JobHandle:
 class JobsBackend(BaseTaskBackend):
     """Runs Django tasks on django_jobs workers (``manage.py runjobs``)."""
 
+    #: What ``runner.run_task`` checks: this backend's tasks run as django_jobs jobs.
+    runs_tasks_as_jobs = True
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -184,8 +183,6 @@ class JobsBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         """The task's result from its job row; ``TaskResultDoesNotExist`` if there is none."""
-        from ..models import Job
-
         try:
             pk = int(str(result_id))
         except ValueError:

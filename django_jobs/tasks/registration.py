@@ -23,6 +23,8 @@ def register_task_backends() -> list[str]:
             continue
         try:
             cls = import_string(str(params.get("BACKEND", "")))
+            # Only now: tasks.backend imports the Tasks framework, which a project without
+            # TASKS may not have (see the module).
             from .backend import JobsBackend
         except ImportError:
             continue  # Django reports a backend it cannot import (its own system check)

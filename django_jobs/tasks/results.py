@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
+from ..models import JobStep
+from ..types import StepState
 from .compat import Task, TaskError, TaskResult, TaskResultStatus
 
 if TYPE_CHECKING:
@@ -65,8 +67,6 @@ class History:
 
     @classmethod
     def load(cls, job_id: int, alias: str) -> History:
-        from ..models import JobStep
-
         history = cls()
         for name, value in (
             JobStep.objects.using(alias).filter(job_id=job_id).values_list("name", "value")
@@ -81,9 +81,6 @@ class History:
 
     def record(self, job: Job, alias: str, name: str, value: dict[str, Any]) -> None:
         """Save one record as a completed step of ``job`` (one INSERT)."""
-        from ..models import JobStep
-        from ..types import StepState
-
         at = parse_datetime(value.get("at") or value.get("started_at") or "")
         number = int(name.rsplit("-", 1)[1])
         target = self.attempts if name.startswith(ATTEMPT) else self.errors

@@ -41,8 +41,6 @@ logger = logging.getLogger("django_jobs.tasks")
 
 def run_task(ctx: JobContext) -> Any:
     """Run the Django task stored in ``ctx.payload`` as this job's current attempt."""
-    from .backend import JobsBackend
-
     payload = ctx.payload if isinstance(ctx.payload, dict) else {}
     alias = str(payload.get("backend") or DEFAULT_TASK_BACKEND_ALIAS)
     try:
@@ -52,7 +50,8 @@ def run_task(ctx: JobContext) -> Any:
             f"TASKS has no usable backend {alias!r} in this deployment ({exc}). Configure it, "
             "then retry the job; or cancel it."
         ) from exc
-    if not isinstance(backend, JobsBackend):
+    # JobsBackend (and only it and its subclasses) says so; it registers this function.
+    if getattr(backend, "runs_tasks_as_jobs", False) is not True:
         raise Blocked(
             f"TASKS[{alias!r}] is {type(backend).__name__} here, not JobsBackend. Point it at "
             "django_jobs.tasks.JobsBackend, then retry the job; or cancel it."

@@ -21,7 +21,7 @@ from django.urls import path
 from django_jobs import schedule
 from django_jobs.engine.schedules import undeclare
 from django_jobs.models import Job, JobStep, Schedule
-from django_jobs.stats import throughput
+from django_jobs.observability.stats import throughput
 from django_jobs.testing import fire_schedules
 from testproject.jobs import noop
 
@@ -564,7 +564,7 @@ def test_a_big_unfiltered_job_list_shows_the_planners_estimate_not_a_count(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_jobs import paginator
+    from django_jobs.admin import paginator
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite counts rows from its own b-tree; every list is counted exactly")

@@ -22,9 +22,9 @@ from schemathesis.generation import GenerationMode
 
 from django_jobs.api import serializers as api_serializers
 from django_jobs.models import Schedule
+from django_jobs.observability.stats import queue_stats
 from django_jobs.registry import lookup
 from django_jobs.serialize import job_detail_json, job_json
-from django_jobs.stats import queue_stats
 from django_jobs.testing import run_until_idle
 
 SCHEMA_URL = "/api/jobs/schema/?format=json"

@@ -24,13 +24,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import django_jobs
-from django_jobs.engine.events import publish
+from django_jobs.engine.publish import publish
 from django_jobs.events import prune_events
 from django_jobs.events.checks import check_live_events
 from django_jobs.events.fanout import send_sse, ws_messages
+from django_jobs.events.listeners import Listener, listeners
 from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import (
-    EVENT_TYPES,
     OPERATORS_CHANNEL,
     OPERATORS_GROUP,
     channel_for_user,
@@ -50,10 +50,11 @@ from django_jobs.events.sse import (
     JobsChannelManager,
     last_event_id,
 )
-from django_jobs.events.store import StoredEvent
-from django_jobs.events.streams import Listener, current_id, listeners, replay
+from django_jobs.events.streams import current_id, replay
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
+from django_jobs.signals import EVENT_TYPES
+from django_jobs.store.event_rows import StoredEvent
 from django_jobs.testing import run_until_idle
 from django_jobs.types import JobState
 from testproject.jobs import always_fail, hello, record
@@ -355,7 +356,7 @@ def test_a_pruned_last_event_id_resets_the_stream_and_retention_prunes_old_rows(
 def test_pruning_deletes_exactly_the_events_made_before_the_cutoff(steps, gone, cutoff):
     """Ids follow creation; pruning finds the boundary by bisection, whatever gaps the ids
     have (rows deleted before, sequence gaps)."""
-    from django_jobs.events.store import prune
+    from django_jobs.store.events import prune
 
     JobEventRecord.objects.all().delete()
     start = timezone.now()

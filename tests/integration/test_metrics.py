@@ -14,8 +14,8 @@ from django.contrib.auth.models import Permission
 from django.test import override_settings
 from django.urls import path
 
-from django_jobs.metrics import metrics_view
 from django_jobs.models import Job
+from django_jobs.observability.metrics import metrics_view
 from django_jobs.types import JobState
 
 urlpatterns = [path("metrics/", metrics_view)]
@@ -233,7 +233,7 @@ def test_an_empty_table_still_exposes_every_metric(client, operator):
 
 
 def test_pruning_never_lowers_the_processed_counter(client, operator):
-    from django_jobs.retention import prune
+    from django_jobs.engine.maintenance import prune
 
     for n in range(3):
         add("succeeded", kind="a", ended_at=T0 - timedelta(days=40 + n))

@@ -18,8 +18,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from django_jobs import InvalidDuration, retry
+from django_jobs.engine.maintenance import prune, prune_expired, retention_period
 from django_jobs.models import Job, JobStep
-from django_jobs.retention import prune, prune_expired, retention_period
 from django_jobs.types import ENDED_STATES, LIVE_STATES
 from tests.conftest import requires_postgres
 

@@ -3,7 +3,7 @@
 An owner may retry their own job of a member-safe kind, plainly: completed steps replay from
 storage. Re-running a completed step repeats its effect (a grant, a charge), which the owner
 cannot undo, so a member's ``from_step`` is refused (403) and nothing runs again. The rule
-lives in ``django_jobs.permissions_util.can_retry`` and ``operations.retry`` enforces it for
+lives in ``django_jobs.permissions.can_retry`` and ``operations.retry`` enforces it for
 every surface that names the user (API, admin).
 """
 

@@ -453,7 +453,7 @@ class EndPathTests(WorkflowKinds):
         assert [r["state"] for r in parent.result] == ["cancelled", "succeeded"]
 
     def test_pruning_an_ended_parent_leaves_its_live_children_readable(self):
-        from django_jobs.retention import prune
+        from django_jobs.engine.maintenance import prune
 
         child = self.square_kind()
 

@@ -16,9 +16,10 @@ from ... import cli, clock, operations
 from ...cli import render
 from ...cli.drain import drain
 from ...exceptions import JobsError
+from ...mcp_server import serve
+from ...observability.stats import queue_stats
 from ...printable import printable
 from ...serialize import job_json
-from ...stats import queue_stats
 from ...types import JobState
 
 
@@ -313,8 +314,6 @@ class Command(BaseCommand):
         )
 
     def do_mcp(self, options: dict[str, Any]) -> None:
-        from ...mcp_server import serve
-
         serve(allow_actions=options["allow_actions"])  # McpMissing says how to install it
 
     def do_enqueue(self, options: dict[str, Any]) -> None:

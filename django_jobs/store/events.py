@@ -9,45 +9,23 @@ writers anyway. The NOTIFY (PostgreSQL) is delivered on commit and wakes the rel
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db import connections, transaction
 
 from ..models import JobEventRecord
-from ..store import get_store
-
-#: The NOTIFY channel relays LISTEN on.
-NOTIFY_CHANNEL = "django_jobs_events"
-#: A fixed advisory-lock key for writing event rows ("djobevent" as digits).
-WRITE_LOCK = 3_562_623_836_858
-TABLE = JobEventRecord._meta.db_table
-COLUMNS = "type, job_id, owner, data, created_at"
-RETURNING = "id, type, job_id, owner, data"
-#: Rows per INSERT on SQLite: 5 bound variables each, under SQLite's 32,766.
-SQLITE_CHUNK = 1000
-
-
-class NewEvent(NamedTuple):
-    """An event not yet stored (a named tuple: one is made for every event)."""
-
-    type: str
-    job_id: int
-    owner: str | None
-    data: str
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An event row: ``id`` is its event id, ``data`` the JSON text sent to clients."""
-
-    id: int
-    type: str
-    job_id: int
-    owner: str | None
-    data: str
+from . import get_store
+from .event_rows import (
+    COLUMNS,
+    NOTIFY_CHANNEL,
+    RETURNING,
+    SQLITE_CHUNK,
+    TABLE,
+    WRITE_LOCK,
+    NewEvent,
+    StoredEvent,
+)
 
 
 def insert(

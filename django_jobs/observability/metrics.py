@@ -26,11 +26,11 @@ from typing import Any
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 
-from .conf import jobs_settings
-from .models import Job, PrunedCount
-from .permissions_util import is_operator
+from ..conf import jobs_settings
+from ..models import Job, PrunedCount
+from ..permissions import is_operator
+from ..types import ENDED_STATES, JobState
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
-from .types import ENDED_STATES, JobState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 QUANTILES = (0.5, 0.95, 0.99)

@@ -8,9 +8,9 @@ from typing import Any
 from django.db.models import Count, Min
 from django.db.models.functions import TruncMinute
 
-from . import clock
-from .conf import jobs_settings
-from .models import Job
+from .. import clock
+from ..conf import jobs_settings
+from ..models import Job
 
 LATENCY_SAMPLE = 1000
 

@@ -1,4 +1,4 @@
-"""Retention: delete ended jobs (and their steps) older than a cutoff, in batches.
+"""Maintenance of the queue: retention deletes ended jobs (and steps) past a cutoff, in batches.
 
 Only ended jobs are ever deleted: ``succeeded``, ``failed`` and ``cancelled``. A live job
 (queued, running, waiting, blocked, unknown) is never touched, whatever its timestamps say.
@@ -15,6 +15,9 @@ batch goes through Django's deletion collector instead, which honours them.
 ``JOBS["RETENTION"]`` (a duration such as ``"30d"``, or None to keep everything) is applied by
 ``prune_expired(now)``, which a worker calls periodically; ``manage.py jobs prune`` does the same
 by hand.
+
+Rescue: ``rescue_stale`` re-asks the jobs whose worker stopped heartbeating past its lease;
+every worker calls it periodically for its engine.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from django.db import connections, transaction
 from django.db.models import Count, Q
 from django.db.models.signals import post_delete, pre_delete
 
-from . import clock
-from .conf import jobs_settings
-from .durations import Duration, parse_duration
-from .models import Job, JobStep, PrunedCount
-from .types import ENDED_STATES
+from .. import clock
+from ..conf import jobs_settings
+from ..durations import Duration, parse_duration
+from ..models import Job, JobStep, PrunedCount
+from ..store import Store
+from ..types import ENDED_STATES
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -209,3 +213,15 @@ def prune_expired(now: datetime | None = None, *, limit: int = EXPIRED_LIMIT) ->
     if period is None:
         return None
     return prune(period, now=now, limit=limit)
+
+
+#: The error recorded on a job re-asked by ``rescue_stale``.
+RESCUE_ERROR = (
+    "The worker running this job stopped heartbeating (crash or kill); "
+    "its lease ran out and the job was re-asked."
+)
+
+
+def rescue_stale(store: Store, *, engine: str | None, now: datetime) -> list[tuple[int, str]]:
+    """Re-ask the jobs of ``engine`` whose lease ran out (their worker died); return them."""
+    return store.rescue(engine=engine, now=now, error=RESCUE_ERROR)

@@ -39,7 +39,8 @@ def contains(data: Any, match: Any) -> bool:
 
 
 def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) -> list[Job]:
-    """Emit ``name`` with ``data``; return the jobs admitted for its ``on=`` handlers."""
+    """Emit ``name`` with ``data`` (``django_jobs.emit``): admit one job per ``@job(on=name)``
+    handler and wake matching waits, in the caller's transaction. Returns the admitted jobs."""
     check_key(name, what="event name")
     ensure_json(data, what=f"data of event {name!r}")
     alias = jobs_settings.DATABASE
