@@ -12,7 +12,8 @@ the first worker printed its ready line)``. The database's CPU is the CPU time t
 PostgreSQL server's processes for the benchmark's database used during the drain (its
 backends and the server's shared writers, read from ``/proc``; see ``postgres_pids``),
 divided by the wall time from the first ready line to the last worker's exit: 1.0 is one
-core busy. Every job must end ``succeeded`` exactly once (``attempts == 1``).
+core busy; it is also given per job. The load average (1 minute) is printed with each size.
+Every job must end ``succeeded`` exactly once (``attempts == 1``).
 
 Each worker stands for a host's worker process; on this machine they share its cores with
 the database, so the figures show the engine's contention (claims, outcome batches) more
@@ -129,6 +130,10 @@ def drain_with(size: int, concurrency: int, jobs: int, database_name: str) -> di
         # From before the workers start: their connecting and first claims count too.
         "db_cores": database_seconds / max(ended - first_ready, 1e-9),
         "worker_cpu_us": worker_cpu / jobs * 1e6,
+        # Per job, the database's CPU is less disturbed by the other processes on the machine
+        # than its share of the wall clock.
+        "db_cpu_us": database_seconds / jobs * 1e6,
+        "load": os.getloadavg()[0],
     }
 
 
@@ -152,18 +157,23 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((size, figures))
         print(
             f"  {figures['rate']:,.0f} jobs/s, database {figures['db_cores']:.2f} cores, "
-            f"workers {figures['worker_cpu_us']:,.0f} us CPU per job",
+            f"workers {figures['worker_cpu_us']:,.0f} us CPU per job, "
+            f"database {figures['db_cpu_us']:,.0f} us CPU per job, load {figures['load']:.2f}",
             flush=True,
         )
     reset()
     base = rows[0][1]["rate"] if rows else 0
     print()
-    print("| workers | jobs/s | vs 1 | database CPU (cores) | worker CPU per job (us) |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| workers | jobs/s | vs 1 | database CPU (cores) | database CPU per job (us) "
+        "| worker CPU per job (us) | load (1 min) |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for size, figures in rows:
         print(
             f"| {size} | {figures['rate']:,.0f} | {figures['rate'] / base:.2f} | "
-            f"{figures['db_cores']:.2f} | {figures['worker_cpu_us']:,.0f} |"
+            f"{figures['db_cores']:.2f} | {figures['db_cpu_us']:,.0f} | "
+            f"{figures['worker_cpu_us']:,.0f} | {figures['load']:.2f} |"
         )
     print()
     print(
