@@ -13,7 +13,9 @@ pool would, and waits on the worker's rows, never on time.
   The scheduler's leader lock and the events' ordering lock are transaction-level advisory
   locks, which transaction mode keeps. The engine's prepared statements outlive the
   transaction on the server connection; PgBouncer before 1.21 does not track them, so
-  ``DISABLE_SERVER_SIDE_CURSORS`` must be set and the engine then prepares nothing.
+  ``DISABLE_SERVER_SIDE_CURSORS`` must be set and the engine then prepares nothing. A web
+  process's events relay reads the rows on a short timer as well as on NOTIFY: live events
+  still arrive.
 
 Skipped when ``pgbouncer`` is not installed (``apt-get install pgbouncer``).
 """
@@ -33,9 +35,10 @@ import pytest
 from django.db import connection
 
 from django_jobs.models import Job
-from testproject.jobs import record
+from testproject.jobs import count_to_100, record
 from testproject.models import Execution
-from tests.conftest import free_port, requires_postgres, wait_until
+from tests.conftest import SSEClient, free_port, requires_postgres, session_cookie, wait_until
+from tests.integration.test_events_live import check_counted_to_100, ended, row_ids
 
 pytestmark = [pytest.mark.process, requires_postgres]
 
@@ -279,3 +282,32 @@ def test_transaction_mode_without_the_setting_prepared_statements_collide_and_sa
     worker.wait_for_output("set DISABLE_SERVER_SIDE_CURSORS = True on the database")
     assert 'prepared statement "_pg3_' in worker.output()
     assert worker.popen.poll() is None  # it keeps retrying; it never exits on its own
+
+
+def test_transaction_mode_live_events_reach_a_browser_through_the_relays_poll(
+    pgbouncer, spawn, asgi_server, django_user_model
+):
+    # A web process and a worker both behind the transaction pool: the relay's LISTEN does not
+    # follow it either, but the relay reads the rows on a short timer too, so a browser still
+    # gets every event, in order.
+    bouncer = pgbouncer("transaction", pool_size=2)
+    through = {
+        "DATABASE_URL": bouncer.url(),
+        "DATABASE_TRANSACTION_POOL": "disable_server_side_cursors",
+        "JOBS_POLL_INTERVAL": "0.2s",
+    }
+    worker = spawn("runjobs", "--concurrency", "2", env=through)
+    server = asgi_server(env=through)
+    alice = django_user_model.objects.create_user("alice")
+    sse = SSEClient(server.base, cookie=session_cookie(alice))
+    try:
+        assert sse.status == 200
+        assert sse.next()["event"] == "stream-open"
+        job = count_to_100.as_user(alice, {"pause": 0.05, "test": "through the pool"})
+        streamed = sse.job_events(until=ended(job))
+    finally:
+        sse.close()
+    check_counted_to_100(streamed, at_least=3)
+    assert [e["_id"] for e in streamed] == [f"jobs-user-{alice.pk}:{i}" for i in row_ids(job)]
+    for proc in (worker, server):
+        assert "prepared statement" not in proc.output(), proc.output()
