@@ -8,9 +8,10 @@ Usage, from the repository root, with a local PostgreSQL::
 For each fleet size the job table is emptied and that many ``manage.py runjobs --no-scheduler
 --concurrency C`` processes start and wait, idle (polling every 20 ms). Once every one is
 ready, ``--jobs`` no-op jobs are enqueued (in batches of 1,000), all due at one moment a
-little later (``--lead`` seconds after the enqueue began). So the whole fleet is up before the
-first job is due, and a worker that started sooner does not drain alone while the others
-start (with 8 processes on 2 cores, their starts spread over seconds). The rate is
+little later (``--lead`` seconds after the enqueue began), and the table is analyzed. So the
+whole fleet is up before the first job is due, and a worker that started sooner does not
+drain alone while the others start (with 8 processes on 2 cores, their starts spread over
+seconds). The rate is
 ``jobs / (last ended_at - the due moment)``. The CPU of the workers and of the PostgreSQL
 server's processes for the benchmark's database (its backends and the server's shared
 writers, read from ``/proc``; see ``postgres_pids``) is counted from the due moment to the
@@ -123,6 +124,14 @@ def enqueue_due_at(jobs: int, lead: float, tag: str) -> float:
     payloads = [{"n": i, "run": tag} for i in range(jobs)]
     for start in range(0, jobs, 1_000):
         noop.enqueue_many(payloads[start : start + 1_000], run_at=run_at)
+    # The idle workers prepared their claim on an empty table, whose cheapest plan is a
+    # sequential scan, and PostgreSQL keeps that plan until the table is analyzed: every
+    # claim then reads the whole queue (docs/scaling.md, "A claim planned on an empty table").
+    # Autovacuum analyzes it within about a minute; the figures are of the queue after that.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobs_job")
     if time.time() >= due:
         raise SystemExit(f"Enqueuing {jobs:,} jobs took longer than --lead {lead}s: raise it.")
     return due

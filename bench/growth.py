@@ -15,7 +15,7 @@ model has gets a value the model wrote. Then, beside them:
 - ``pickup``: an idle worker while ``--pickup-jobs`` jobs are enqueued 10 ms apart; latency =
   ``started_at - run_at`` (p50, p95, p99);
 - ``claim index``: the size of the partial claim index, which holds only queued and waiting
-  rows, whatever the ended rows number;
+  rows, whatever the ended rows number; beside it the table's with all its indexes;
 - ``prune``: ``retention.prune("1h")`` (what ``manage.py jobs prune --older-than 1h`` runs)
   deletes the ended rows in its batches of 2,000; rate = rows deleted / its wall time.
 
@@ -113,6 +113,11 @@ def claim_index_bytes() -> int:
     return sql("SELECT pg_relation_size('django_jobs_claim_idx')")[0][0]
 
 
+def table_bytes() -> int:
+    """The job table with all its indexes: the ones that are not partial grow with it."""
+    return sql(f"SELECT pg_total_relation_size('{TABLE}')")[0][0]
+
+
 def prune_all() -> tuple[int, float]:
     """Prune every filler row as ``jobs prune --older-than 1h`` does: (rows, rows/s)."""
     from django_jobs.retention import prune
@@ -126,7 +131,7 @@ def prune_all() -> tuple[int, float]:
     return result.jobs, result.jobs / max(seconds, 1e-9)
 
 
-def measure(ended: int, jobs: int, pickup_jobs: int) -> dict[str, Any]:
+def measure(ended: int, jobs: int, pickup_jobs: int, *, prune: bool) -> dict[str, Any]:
     reset()
     figures: dict[str, Any] = {"ended": ended, "insert_rate": fill_ended(ended)}
     enqueue_in_batches(jobs, 1_000, f"growth-{ended}")
@@ -136,7 +141,8 @@ def measure(ended: int, jobs: int, pickup_jobs: int) -> dict[str, Any]:
     figures["pickup"] = pickup(pickup_jobs, 0.01, 4, f"growth-pickup-{ended}")
     figures["pickup_load"] = os.getloadavg()[0]
     figures["claim_index_kb"] = claim_index_bytes() / 1024
-    if ended:
+    figures["table_mb"] = table_bytes() / 1024 / 1024
+    if ended and prune:
         figures["pruned"], figures["prune_rate"] = prune_all()
         figures["prune_load"] = os.getloadavg()[0]
     return figures
@@ -157,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ended", default="0,1000000", help="comma-separated ended-row counts")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs drained at each count")
     parser.add_argument("--pickup-jobs", type=int, default=500)
+    parser.add_argument("--no-prune", action="store_true", help="skip the prune figure")
     args = parser.parse_args(argv)
     counts = [int(part) for part in args.ended.split(",") if part.strip()]
     os.environ.setdefault("BENCH_LIVE_EVENTS", "1")
@@ -164,17 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for ended in counts:
         print(f"{ended:,} ended rows", flush=True)
-        figures = measure(ended, args.jobs, args.pickup_jobs)
+        figures = measure(ended, args.jobs, args.pickup_jobs, prune=not args.no_prune)
         rows.append(figures)
         p50, p95, p99 = figures["pickup"]
         print(
             f"  filled at {figures['insert_rate']:,.0f} rows/s; drain {figures['drain']:,.0f} "
             f"jobs/s (load {figures['drain_load']:.2f}); pickup p50 {p50:.1f} p95 {p95:.1f} "
             f"p99 {p99:.1f} ms (load {figures['pickup_load']:.2f}); claim index "
-            f"{figures['claim_index_kb']:,.0f} KiB",
+            f"{figures['claim_index_kb']:,.0f} KiB; table and indexes "
+            f"{figures['table_mb']:,.0f} MiB",
             flush=True,
         )
-        if ended:
+        if "pruned" in figures:
             print(
                 f"  pruned {figures['pruned']:,} at {figures['prune_rate']:,.0f} rows/s "
                 f"(load {figures['prune_load']:.2f})",
@@ -184,20 +192,20 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         "| ended rows | drain c=4 (jobs/s) | load | pickup p50 / p95 / p99 (ms) | load "
-        "| claim index (KiB) | prune (rows/s) | load |"
+        "| claim index (KiB) | table and indexes (MiB) | prune (rows/s) | load |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for figures in rows:
         p50, p95, p99 = figures["pickup"]
         prune_cells = (
             f"{figures['prune_rate']:,.0f} | {figures['prune_load']:.2f}"
-            if figures["ended"]
+            if "pruned" in figures
             else "- | -"
         )
         print(
             f"| {figures['ended']:,} | {figures['drain']:,.0f} | {figures['drain_load']:.2f} "
             f"| {p50:.1f} / {p95:.1f} / {p99:.1f} | {figures['pickup_load']:.2f} "
-            f"| {figures['claim_index_kb']:,.0f} | {prune_cells} |"
+            f"| {figures['claim_index_kb']:,.0f} | {figures['table_mb']:,.0f} | {prune_cells} |"
         )
     print()
     print(
