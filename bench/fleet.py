@@ -5,14 +5,19 @@ Usage, from the repository root, with a local PostgreSQL::
     python -m bench.fleet                        # 50,000 jobs per fleet size, sizes 1 2 4 8
     python -m bench.fleet --jobs 10000 --sizes 1,2 --concurrency 4
 
-For each fleet size the job table is emptied, ``--jobs`` no-op jobs are enqueued (in batches
-of 1,000), then that many ``manage.py runjobs --burst --no-scheduler --concurrency C``
-processes start at once and drain them. The rate is ``jobs / (last ended_at - the moment
-the first worker printed its ready line)``. The database's CPU is the CPU time the
-PostgreSQL server's processes for the benchmark's database used during the drain (its
-backends and the server's shared writers, read from ``/proc``; see ``postgres_pids``),
-divided by the wall time from the first ready line to the last worker's exit: 1.0 is one
-core busy. Every job must end ``succeeded`` exactly once (``attempts == 1``).
+For each fleet size the job table is emptied and that many ``manage.py runjobs --no-scheduler
+--concurrency C`` processes start and wait, idle (polling every 20 ms). Once every one is
+ready, ``--jobs`` no-op jobs are enqueued (in batches of 1,000), all due at one moment a
+little later (``--lead`` seconds after the enqueue began), and the table is analyzed. So the
+whole fleet is up before the first job is due, and a worker that started sooner does not
+drain alone while the others start (with 8 processes on 2 cores, their starts spread over
+seconds). The rate is
+``jobs / (last ended_at - the due moment)``. The CPU of the workers and of the PostgreSQL
+server's processes for the benchmark's database (its backends and the server's shared
+writers, read from ``/proc``; see ``postgres_pids``) is counted from the due moment to the
+last job's end; the database's is given in cores (1.0 is one core busy) and per job, the
+workers' per job. The load average (1 minute) is printed with each size. Every job must end
+``succeeded`` exactly once (``attempts == 1``).
 
 Each worker stands for a host's worker process; on this machine they share its cores with
 the database, so the figures show the engine's contention (claims, outcome batches) more
@@ -36,7 +41,7 @@ if str(ROOT) not in sys.path:
 from bench.run import (  # noqa: E402 - needs the root on sys.path first
     DEFAULT_URL,
     Worker,
-    enqueue_in_batches,
+    cpu_seconds,
     prepare_database,
     reset,
     sql,
@@ -108,27 +113,75 @@ class DatabaseCPU:
         return sum(value - self.first.get(pid, 0.0) for pid, value in self.last.items())
 
 
-def drain_with(size: int, concurrency: int, jobs: int, database_name: str) -> dict[str, float]:
+def enqueue_due_at(jobs: int, lead: float, tag: str) -> float:
+    """Enqueue ``jobs`` no-ops, all due ``lead`` seconds from now; return that moment."""
+    from datetime import UTC, datetime
+
+    from bench.jobs import noop
+
+    due = time.time() + lead
+    run_at = datetime.fromtimestamp(due, tz=UTC)
+    payloads = [{"n": i, "run": tag} for i in range(jobs)]
+    for start in range(0, jobs, 1_000):
+        noop.enqueue_many(payloads[start : start + 1_000], run_at=run_at)
+    # The idle workers prepared their claim on an empty table, whose cheapest plan is a
+    # sequential scan, and PostgreSQL keeps that plan until the table is analyzed: every
+    # claim then reads the whole queue (docs/scaling.md, "A claim planned on an empty table").
+    # Autovacuum analyzes it within about a minute; the figures are of the queue after that.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobs_job")
+    if time.time() >= due:
+        raise SystemExit(f"Enqueuing {jobs:,} jobs took longer than --lead {lead}s: raise it.")
+    return due
+
+
+def drain_with(
+    size: int, concurrency: int, jobs: int, database_name: str, lead: float
+) -> dict[str, float]:
     reset()
-    enqueue_in_batches(jobs, 1_000, f"fleet-{size}")
-    database = DatabaseCPU(database_name)
-    database.start()
-    workers = [Worker("--burst", "--concurrency", str(concurrency)) for _ in range(size)]
-    first_ready = min(worker.wait_ready() for worker in workers)
-    worker_cpu = sum(worker.wait() for worker in workers)
-    ended = time.time()
-    database_seconds = database.stop()
+    # Idle workers poll often, so each claims the moment the jobs are due (the NOTIFY of
+    # their enqueue came earlier, when nothing was due yet).
+    os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
+    workers = [Worker("--concurrency", str(concurrency)) for _ in range(size)]
+    try:
+        for worker in workers:
+            worker.wait_ready()
+        due = enqueue_due_at(jobs, lead, f"fleet-{size}")
+        database = DatabaseCPU(database_name)
+        time.sleep(max(due - time.time(), 0))
+        database.start()
+        worker_start = sum(cpu_seconds(worker.popen.pid) for worker in workers)
+
+        # A cheap question on an index, asked every 100 ms: this connection's backend is one
+        # of the database's processes whose CPU is counted.
+        while sql(
+            "SELECT EXISTS (SELECT 1 FROM django_jobs_job WHERE state IN ('queued', 'running'))"
+        )[0][0]:
+            time.sleep(0.1)
+        worker_cpu = sum(cpu_seconds(worker.popen.pid) for worker in workers) - worker_start
+        database_seconds = database.stop()
+        measured = time.time()
+    finally:
+        for worker in workers:
+            worker.stop()
     counts = dict(sql("SELECT state, COUNT(*) FROM django_jobs_job GROUP BY state"))
     (repeated,) = sql("SELECT COUNT(*) FROM django_jobs_job WHERE attempts <> 1")[0]
     if counts != {"succeeded": jobs} or repeated:
         raise SystemExit(f"fleet of {size}: states {counts}, {repeated} job(s) not run once")
-    (last_end,) = sql("SELECT MAX(ended_at) FROM django_jobs_job")[0]
-    wall = last_end.timestamp() - first_ready
+    first_start, last_end = sql("SELECT MIN(started_at), MAX(ended_at) FROM django_jobs_job")[0]
+    wall = last_end.timestamp() - due
     return {
         "rate": jobs / wall,
-        # From before the workers start: their connecting and first claims count too.
-        "db_cores": database_seconds / max(ended - first_ready, 1e-9),
+        # Counted up to when the drain was seen done: at most 100 ms after the last end.
+        "db_cores": database_seconds / max(measured - due, 1e-9),
         "worker_cpu_us": worker_cpu / jobs * 1e6,
+        # Per job, the database's CPU is less disturbed by the other processes on the machine
+        # than its share of the wall clock.
+        "db_cpu_us": database_seconds / jobs * 1e6,
+        "first_start_ms": (first_start.timestamp() - due) * 1000,
+        "load": os.getloadavg()[0],
     }
 
 
@@ -140,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--sizes", default="1,2,4,8", help="comma-separated fleet sizes")
     parser.add_argument("--concurrency", type=int, default=4, help="per worker process")
+    parser.add_argument(
+        "--lead", type=float, default=10.0, help="seconds from the enqueue to the jobs' due time"
+    )
     args = parser.parse_args(argv)
     sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
     os.environ.setdefault("BENCH_LIVE_EVENTS", "1")
@@ -148,22 +204,28 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for size in sizes:
         print(f"fleet of {size} x concurrency {args.concurrency}: {args.jobs:,} jobs", flush=True)
-        figures = drain_with(size, args.concurrency, args.jobs, database_name)
+        figures = drain_with(size, args.concurrency, args.jobs, database_name, args.lead)
         rows.append((size, figures))
         print(
             f"  {figures['rate']:,.0f} jobs/s, database {figures['db_cores']:.2f} cores, "
-            f"workers {figures['worker_cpu_us']:,.0f} us CPU per job",
+            f"workers {figures['worker_cpu_us']:,.0f} us CPU per job, "
+            f"database {figures['db_cpu_us']:,.0f} us CPU per job, first start "
+            f"{figures['first_start_ms']:,.0f} ms after due, load {figures['load']:.2f}",
             flush=True,
         )
     reset()
     base = rows[0][1]["rate"] if rows else 0
     print()
-    print("| workers | jobs/s | vs 1 | database CPU (cores) | worker CPU per job (us) |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| workers | jobs/s | vs 1 | database CPU (cores) | database CPU per job (us) "
+        "| worker CPU per job (us) | load (1 min) |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for size, figures in rows:
         print(
             f"| {size} | {figures['rate']:,.0f} | {figures['rate'] / base:.2f} | "
-            f"{figures['db_cores']:.2f} | {figures['worker_cpu_us']:,.0f} |"
+            f"{figures['db_cores']:.2f} | {figures['db_cpu_us']:,.0f} | "
+            f"{figures['worker_cpu_us']:,.0f} | {figures['load']:.2f} |"
         )
     print()
     print(

@@ -163,6 +163,18 @@ if django.VERSION < (6, 0):
 if os.environ.get("JOBS_POLL_INTERVAL"):
     JOBS["POLL_INTERVAL"] = os.environ["JOBS_POLL_INTERVAL"]
 
+# --- behind PgBouncer in transaction mode (before 1.21): either setting docs/configuration.md
+# asks for, on Django's default OPTIONS (a numeric prepare_threshold, like the one above, has
+# psycopg prepare statements of its own) ---
+_transaction_pool = os.environ.get("DATABASE_TRANSACTION_POOL")
+if _transaction_pool == "disable_server_side_cursors":
+    DATABASES["default"]["OPTIONS"] = {}
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+elif _transaction_pool == "django_defaults":  # neither: the engine prepares its statements
+    DATABASES["default"]["OPTIONS"] = {}
+elif _transaction_pool == "prepare_threshold_none":
+    DATABASES["default"]["OPTIONS"] = {"prepare_threshold": None}
+
 # --- live job events: SSE and WebSocket (Channels); docs/events.md ---
 # (owned by the live events; the relay needs nothing more than the database)
 # The job streams need no EVENTSTREAM_* setting (tests/quickstart has none). These two are

@@ -210,3 +210,36 @@ def test_a_client_reconnecting_with_last_event_id_gets_what_it_missed(live, user
     assert ids == [f"jobs-user-{alice.pk}:{i}" for i in row_ids(job)]  # nothing lost, no repeat
     check_counted_to_100(before + after)
     assert after[0]["job"]["progress"]["percent"] > 50
+
+
+def test_two_web_processes_each_deliver_every_event_of_a_job_in_order(spawn, asgi_server, users):
+    # A fleet's web tier: two daphne processes and a worker, with the database between them
+    # and nothing else (no Redis). Each web process relays the rows on its own; a browser on
+    # either gets the job's whole story, in the order the rows were stored.
+    spawn("runjobs", "--concurrency", "2")
+    first, second = asgi_server(), asgi_server()
+    alice = users["alice"]
+    cookie = session_cookie(alice)
+    clients = {
+        "sse on the first": SSEClient(first.base, cookie=cookie),
+        "sse on the second": SSEClient(second.base, cookie=cookie),
+    }
+    for client in clients.values():
+        assert client.status == 200
+        assert client.next()["event"] == "stream-open"
+    clients["websocket on the second"] = WSClient(second, cookie)
+    clients["websocket on the first"] = WSClient(first, cookie)
+    try:
+        job = count_to_100.as_user(alice, {"pause": 0.05, "test": "two web processes"})
+        heard = {name: client.job_events(until=ended(job)) for name, client in clients.items()}
+    finally:
+        for client in clients.values():
+            client.close()
+    texts = [e["_text"] for e in heard["sse on the first"]]
+    check_counted_to_100(heard["sse on the first"], at_least=3)
+    for name, events in heard.items():
+        assert [e["_text"] for e in events] == texts, name
+    rows = [f"jobs-user-{alice.pk}:{i}" for i in row_ids(job)]
+    for name in ("sse on the first", "sse on the second"):
+        assert [e["_id"] for e in heard[name]] == rows, name
+    assert Job.objects.get(pk=job.pk).state == "succeeded"

@@ -155,3 +155,44 @@ def test_with_redis_a_stopped_transport_never_fails_a_job_and_events_resume(
     assert sorted(e["_text"] for e in of(second, framed)) == sorted(e["_text"] for e in streamed)
     assert worker.popen.poll() is None  # the worker went on through it all
     assert "Lost the Redis subscription" in server.output()
+
+
+def test_with_redis_two_web_processes_each_deliver_every_event_of_a_job(
+    spawn, asgi_server, redis_server, django_user_model
+):
+    # Two web processes and a worker, the events carried by Redis: a browser on either
+    # process, on either transport, gets every event of the job once; job.created comes from
+    # the web process that admitted the job, the rest from the worker.
+    env = {"JOBS_EVENTS_REDIS": REDIS_URL, "JOBS_EVENTS_REDIS_PREFIX": f"t{uuid.uuid4().hex}"}
+    spawn("runjobs", env=env)
+    first, second = asgi_server(env=env), asgi_server(env=env)
+    alice = django_user_model.objects.create_user("alice", password="pw-alice")
+    cookie = session_cookie(alice)
+    sse = {
+        "first": SSEClient(first.base, cookie=cookie),
+        "second": SSEClient(second.base, cookie=cookie),
+    }
+    for client in sse.values():
+        assert client.status == 200
+        assert client.next()["event"] == "stream-open"
+    ws = {"first": WSClient(first, cookie), "second": WSClient(second, cookie)}
+    try:
+        job = Job(
+            pk=submit(first, "alice", "pw-alice", {"pause": 0.05, "test": f"two {uuid.uuid4()}"})
+        )
+        streamed = {name: client.job_events(until=ended(job)) for name, client in sse.items()}
+        framed = {name: client.job_events(until=ended(job)) for name, client in ws.items()}
+    finally:
+        for client in [*sse.values(), *ws.values()]:
+            client.close()
+    rows = [f"jobs-user-{alice.pk}:{i}" for i in row_ids(job)]
+    # Events of different processes may cross on the way (docs/events.md): the ids give the
+    # order, and every row arrives exactly once on each stream.
+    for name, events in streamed.items():
+        assert (
+            sorted((e["_id"] for e in events), key=lambda i: int(i.rpartition(":")[2])) == rows
+        ), name
+        check_counted_to_100(sorted(events, key=event_id))
+    texts = sorted(e["_text"] for e in streamed["first"])
+    for name, events in [*streamed.items(), *framed.items()]:
+        assert sorted(e["_text"] for e in events) == texts, name
