@@ -200,6 +200,16 @@ class _PreparingCursor(ServerBindingCursor):
         return super().execute(query, params, prepare=prepare, **kw)
 
 
+class _PlanningCursor(ServerBindingCursor):
+    """A server-side-binding cursor whose statements are never prepared: planned on each
+    execution, for the table as it is then (see ``Store.planned_cursor``)."""
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = False, **kw: Any
+    ) -> Any:
+        return super().execute(query, params, prepare=False, **kw)
+
+
 class PostgresStore(Store):
     vendor = "postgresql"
     insert_is_one_statement = True
@@ -214,6 +224,13 @@ class PostgresStore(Store):
         # statement has one text, and the engine prepares it on first use (see
         # _PreparingCursor). Django's own cursors bind on the client, which also costs a
         # literal per array element.
+        return self._server_cursor(prepare=True)
+
+    def planned_cursor(self) -> Any:
+        # Server-side binding, never prepared (see Store.planned_cursor).
+        return self._server_cursor(prepare=False)
+
+    def _server_cursor(self, *, prepare: bool) -> Any:
         db = self.connection
         db.close_if_health_check_failed()
         db.ensure_connection()
@@ -224,7 +241,10 @@ class PostgresStore(Store):
                 # Django's default (None) would turn off every prepare, ours included. A
                 # threshold no query reaches keeps the user's own queries as they were.
                 raw.prepare_threshold = NEVER_BY_COUNT
-            cursor = (_PreparingCursor if prepares else ServerBindingCursor)(raw)
+            if not prepare:
+                cursor: Any = _PlanningCursor(raw)
+            else:
+                cursor = (_PreparingCursor if prepares else ServerBindingCursor)(raw)
             tz_loader = raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
             if db.timezone != tz_loader.timezone:
                 register_tzloader(db.timezone, cursor)

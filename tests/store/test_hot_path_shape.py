@@ -140,6 +140,42 @@ class EnginePreparesTests(TransactionTestCase):
         assert self.prepared_inserts_after_enqueues(**forbidden) == 0
 
 
+class ClaimNeverPreparedTests(TransactionTestCase):
+    """The claim is planned on every execution, whatever prepares the engine and the user's
+    threshold make: a generic plan made while the job table was empty (a new deployment, an
+    idle worker) would scan the whole table once jobs arrive."""
+
+    def setUp(self) -> None:
+        skip_unless_postgres()
+
+    def claims(self, n: int) -> None:
+        store = get_store()
+        for _ in range(n):
+            now = clock.now()
+            store.claim(
+                engine="default", worker_id="w", limit=8, now=now, leased_until=now + timedelta(1)
+            )
+
+    def prepared_claims(self) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                ["%FOR UPDATE SKIP LOCKED%"],
+            )
+            return cursor.fetchone()[0]
+
+    def test_claims_on_an_empty_table_leave_no_plan_behind(self):
+        connection.ensure_connection()
+        for threshold in (0, 5):  # psycopg would prepare at once, or after 5 runs
+            connection.connection.prepare_threshold = threshold
+            self.claims(8)
+            assert self.prepared_claims() == 0
+        noop.enqueue_many([{"n": n} for n in range(20)])
+        self.claims(1)
+        assert Job.objects.filter(state="running").count() == 8  # it claims all the same
+        assert self.prepared_claims() == 0
+
+
 def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     nodes = [plan]
     for child in plan.get("Plans", []):
