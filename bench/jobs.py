@@ -34,3 +34,10 @@ def fan_out(ctx: object) -> int:
     count = ctx.payload["children"]  # type: ignore[attr-defined]
     ids = ctx.step.spawn("children", noop, [{"child": n} for n in range(count)])  # type: ignore[attr-defined]
     return len(ctx.step.gather("gathered", ids))  # type: ignore[attr-defined]
+
+
+@job("bench.three_steps", idempotency_key="payload")
+def three_steps(ctx: object) -> None:
+    """Three durable steps that do nothing: the cost of recording steps, beside a no-op."""
+    for name in ("one", "two", "three"):
+        ctx.step.run(name, lambda: None)  # type: ignore[attr-defined]

@@ -76,6 +76,7 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison("drain c=1", "tasks-db: drain c=1"),
     Comparison("drain c=4", "procrastinate: drain c=4"),
     Comparison("drain async c=50", "drain c=50", 0.5),
+    Comparison("drain 3 steps c=4", "drain no-op c=4", 0.3),
     Comparison("pickup p50", "bare: pickup p50", 1.3, at_least=False),
     Comparison("pickup p99", "bare: pickup p99", 2.0, at_least=False),
     Comparison("pickup p50", "procrastinate: pickup p50"),

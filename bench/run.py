@@ -58,7 +58,7 @@ from bench import peers, peers_env, report  # noqa: E402 - needs the root on sys
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
-FIGURES = ("enqueue", "drain", "async", "pickup", "peers")
+FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers")
 
 
 @dataclass
@@ -314,6 +314,22 @@ def async_figures(n: int, batch: int, tag: str, results: Results) -> None:
     results.add(f"async sleep x{ASYNC_SLEEPERS} c=50 (s)", ASYNC_SLEEPERS / rate)
 
 
+STEPS_CONCURRENCY = 4
+
+
+def steps_figures(n: int, batch: int, tag: str, results: Results) -> None:
+    """``n`` jobs of three durable steps beside ``n`` no-ops, each drained at concurrency 4."""
+    from bench.jobs import noop, three_steps
+
+    for handle, figure in ((noop, "drain no-op c=4"), (three_steps, "drain 3 steps c=4")):
+        reset()
+        payloads = [{"n": i, "run": tag} for i in range(n)]
+        for start in range(0, n, batch):
+            handle.enqueue_many(payloads[start : start + batch])
+        rate, _ = drain(STEPS_CONCURRENCY, n, handle.kind)
+        results.add(figure, rate)
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[max(math.ceil(p / 100 * len(ordered)) - 1, 0)]
@@ -441,6 +457,8 @@ def run_once(
         peers_of("drain")
     if "async" in only:
         async_figures(args.jobs // 10 or 1, args.batch, tag, results)
+    if "steps" in only:
+        steps_figures(args.jobs // 5 or 1, args.batch, tag, results)
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000

@@ -60,4 +60,5 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         ("pickup p50", "bare: pickup p50", 1.3, False),
         ("pickup p99", "bare: pickup p99", 2.0, False),
         ("drain async c=50", "drain c=50", 0.5, True),
+        ("drain 3 steps c=4", "drain no-op c=4", 0.3, True),
     }
