@@ -27,7 +27,8 @@ from ..exceptions import (
     StepNested,
     Uncertain,
 )
-from ..models import Job, JobStep
+from ..models import JobStep
+from ..store import get_store
 from ..types import StepState
 from ..validation import storable_json, storable_text
 from .emit import first_matching_event
@@ -91,19 +92,17 @@ class Steps:
         self._seen.add(name)
         return self._stored().get(name)
 
-    def _held(self) -> dict[str, Any] | None:
-        """The job row's columns while this run holds it (None: not run by a worker)."""
+    def _held(self) -> tuple[str, int] | None:
+        """This run's hold on its job: (worker id, attempt); None when no worker runs it."""
         job = self.ctx.job
         if job.worker_id is None:
             return None
-        return {"worker_id": job.worker_id, "state": "running", "attempts": job.attempts}
+        return (job.worker_id, job.attempts)
 
     def _check_held(self) -> None:
         held = self._held()
-        if held is not None:
-            jobs = Job.objects.using(self.alias).filter(pk=self.ctx.job.pk, **held)
-            if not jobs.exists():
-                raise self._lease_lost()
+        if held is not None and not get_store(self.alias).job_held(self.ctx.job.pk, held):
+            raise self._lease_lost()
 
     def _lease_lost(self) -> LeaseLost:
         return LeaseLost(
@@ -114,30 +113,41 @@ class Steps:
 
     def _save(self, row: JobStep, fields: list[str]) -> None:
         """Write ``fields`` of ``row``, in one statement, only while this run holds its job."""
-        rows = JobStep.objects.using(self.alias).filter(pk=row.pk)
         held = self._held()
-        if held is not None:
-            rows = rows.filter(**{f"job__{column}": value for column, value in held.items()})
-        if not rows.update(**{field: getattr(row, field) for field in fields}) and held:
+        written = get_store(self.alias).update_step(
+            row.pk, {field: getattr(row, field) for field in fields}, job_id=row.job_id, held=held
+        )
+        if not written and held is not None:
             raise self._lease_lost()
 
     def _key(self, name: str) -> str:
         return f"{self.ctx.job.kind}:{self.ctx.job.pk}:{name}"
 
-    def _begin(self, name: str, row: JobStep | None, *, checked: bool = False) -> JobStep:
+    def _begin(self, name: str, row: JobStep | None) -> JobStep:
         now = clock.now()
         if row is None:
-            if not checked:
-                self._check_held()
-            row = JobStep.objects.using(self.alias).create(
+            seq, key = len(self._stored()), self._key(name)
+            step_id = get_store(self.alias).insert_step(
                 job_id=self.ctx.job.pk,
                 name=name,
-                seq=len(self._stored()),
-                key=self._key(name),
+                seq=seq,
+                key=key,
+                started_at=now,
+                held=self._held(),
+            )
+            if step_id is None:
+                raise self._lease_lost()
+            row = JobStep(
+                id=step_id,
+                job_id=self.ctx.job.pk,
+                name=name,
+                seq=seq,
+                key=key,
                 state=StepState.RUNNING,
                 attempts=1,
                 started_at=now,
             )
+            row._state.adding, row._state.db = False, self.alias  # as a row read back
             self._stored()[name] = row
         else:
             row.state, row.attempts, row.started_at, row.error = (
@@ -231,7 +241,7 @@ class Steps:
                     self._stored()[name] = row
                     if row.state == StepState.COMPLETED:
                         return row.value
-                row = self._begin(name, row, checked=True)
+                row = self._begin(name, row)
                 info = StepInfo(key=row.key, interrupted=False, attempt=row.attempts)
                 value = self._call(fn, info)
                 self._check_json(name, value)

@@ -18,10 +18,11 @@ from weakref import WeakKeyDictionary
 from django.db import connections, transaction
 
 from .. import clock
-from ..models import Job
+from ..models import Job, JobStep
 from ..types import ENDED_STATES, LIVE_STATES
 
 TABLE = Job._meta.db_table
+STEP_TABLE = JobStep._meta.db_table
 COLUMNS = [f.column for f in Job._meta.concrete_fields]
 SELECT_COLUMNS = ", ".join(f"{TABLE}.{c}" for c in COLUMNS)
 FIELD_NAMES = [f.attname for f in Job._meta.concrete_fields]
@@ -636,6 +637,73 @@ class Store:
         self.children_ended([parent_id] * len(cancelled), now)
         parents = [j.pk for j in cancelled if j.children_total] + [r[0] for r in running if r[1]]
         return cancelled, parents
+
+    # -- steps --------------------------------------------------------------------------------
+    #
+    # A step's writes land only while the run that makes them still holds the job (``held``:
+    # its worker id and attempt; None for a run no worker holds): a run that lost its lease
+    # cannot write over what the run after it stored. Plain SQL, one statement each: built
+    # through the ORM (a filter across the job relation) the fenced update cost a millisecond
+    # of the worker's CPU to compile, per step write, more than the database spent on it.
+
+    def _held_sql(self, job_id: int, held: tuple[str, int] | None) -> tuple[str, list[Any]]:
+        if held is None:
+            return "", []
+        return (
+            f"EXISTS (SELECT 1 FROM {TABLE} WHERE id = %s AND worker_id = %s "
+            "AND state = 'running' AND attempts = %s)",
+            [job_id, *held],
+        )
+
+    def job_held(self, job_id: int, held: tuple[str, int]) -> bool:
+        """Does the run ``held`` (worker id, attempt) still hold job ``job_id``?"""
+        sql, params = self._held_sql(job_id, held)
+        return bool(self.fetchall(f"SELECT {sql}", params)[0][0])
+
+    def insert_step(
+        self,
+        *,
+        job_id: int,
+        name: str,
+        seq: int,
+        key: str,
+        started_at: datetime,
+        held: tuple[str, int] | None,
+    ) -> int | None:
+        """Insert step ``name`` of the job as ``running``, its first attempt; return its id,
+        or None when ``held`` no longer holds the job (nothing is written)."""
+        fence, fence_params = self._held_sql(job_id, held)
+        rows = self.fetchall(
+            f"INSERT INTO {STEP_TABLE} (job_id, name, seq, key, state, attempts, started_at) "
+            f"SELECT %s, %s, %s, %s, 'running', 1, %s{' WHERE ' + fence if fence else ''} "
+            "RETURNING id",
+            [job_id, name, seq, key, self.dt(started_at), *fence_params],
+        )
+        return rows[0][0] if rows else None
+
+    def update_step(
+        self, step_id: int, values: dict[str, Any], *, job_id: int, held: tuple[str, int] | None
+    ) -> bool:
+        """Write ``values`` (columns of the step: state, value, error, attempts, started_at,
+        ended_at) to step ``step_id``; False when ``held`` no longer holds the job."""
+        sets, params = [], []
+        for column, value in values.items():
+            sets.append(f"{column} = %s")
+            if column == "value":
+                params.append(self.js(value))
+            elif column in ("started_at", "ended_at"):
+                params.append(self.dt(value))
+            else:
+                params.append(value)
+        fence, fence_params = self._held_sql(job_id, held)
+        return (
+            self.execute(
+                f"UPDATE {STEP_TABLE} SET {', '.join(sets)} WHERE id = %s"
+                f"{' AND ' + fence if fence else ''}",
+                [*params, step_id, *fence_params],
+            )
+            == 1
+        )
 
     # -- scheduling ---------------------------------------------------------------------------
 
