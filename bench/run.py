@@ -291,6 +291,17 @@ def drain(concurrency: int, expected: int, kind: str | None = None) -> tuple[flo
     return expected / (last_end.timestamp() - ready), cpu / expected * 1e6
 
 
+def drain_kind(handle: Any, n: int, batch: int, tag: str, concurrency: int) -> float:
+    """Empty the table, enqueue ``n`` jobs of ``handle`` in batches, drain them with one burst
+    worker of ``concurrency``; return its rate (jobs/s)."""
+    reset()
+    payloads = [{"n": i, "run": tag} for i in range(n)]
+    for start in range(0, n, batch):
+        handle.enqueue_many(payloads[start : start + batch])
+    rate, _ = drain(concurrency, n, handle.kind)
+    return rate
+
+
 ASYNC_CONCURRENCY = 50
 ASYNC_SLEEPERS = 100
 
@@ -302,12 +313,7 @@ def async_figures(n: int, batch: int, tag: str, results: Results) -> None:
     from bench.jobs import async_noop, async_sleep, noop
 
     for handle, figure in ((noop, "drain c=50"), (async_noop, "drain async c=50")):
-        reset()
-        payloads = [{"n": i, "run": tag} for i in range(n)]
-        for start in range(0, n, batch):
-            handle.enqueue_many(payloads[start : start + batch])
-        rate, _ = drain(ASYNC_CONCURRENCY, n, handle.kind)
-        results.add(figure, rate)
+        results.add(figure, drain_kind(handle, n, batch, tag, ASYNC_CONCURRENCY))
     reset()
     async_sleep.enqueue_many([{"n": i, "run": tag} for i in range(ASYNC_SLEEPERS)])
     rate, _ = drain(ASYNC_CONCURRENCY, ASYNC_SLEEPERS, async_sleep.kind)
@@ -322,12 +328,7 @@ def steps_figures(n: int, batch: int, tag: str, results: Results) -> None:
     from bench.jobs import noop, three_steps
 
     for handle, figure in ((noop, "drain no-op c=4"), (three_steps, "drain 3 steps c=4")):
-        reset()
-        payloads = [{"n": i, "run": tag} for i in range(n)]
-        for start in range(0, n, batch):
-            handle.enqueue_many(payloads[start : start + batch])
-        rate, _ = drain(STEPS_CONCURRENCY, n, handle.kind)
-        results.add(figure, rate)
+        results.add(figure, drain_kind(handle, n, batch, tag, STEPS_CONCURRENCY))
 
 
 def percentile(values: list[float], p: float) -> float:
