@@ -97,6 +97,28 @@ def spawn(worker_env: dict[str, str], tmp_path: Path) -> Iterator:
         proc.stop()
 
 
+def end_other_sessions() -> int:
+    """End every server connection to the test database but this process's own (PostgreSQL):
+    the database going away, as far as the other processes can tell."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def someone_listens() -> bool:
+    """A server connection of the test database sits in LISTEN (a worker's, through a pool or
+    not), idle (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %%' AND state = 'idle'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
 def wait_until(predicate, timeout: float = 30, interval: float = 0.02, message: str = ""):
     """Poll ``predicate`` until it is truthy: waiting on another process, not on time."""
     deadline = time.monotonic() + timeout

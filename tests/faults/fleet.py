@@ -50,16 +50,6 @@ def within(predicate: Callable[[], bool], seconds: float) -> bool:
         time.sleep(0.1)
 
 
-def terminate_backends() -> int:
-    """End every server connection to the test database except this process's own."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
-
-
 def assert_exactly_once(ids: list[int]) -> dict[str, int]:
     """Nothing lost, nothing left running, each atomic effect once, attempts within bounds.
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from django_jobs.models import JobEventRecord
 from testproject.jobs import count_to_100
-from tests.conftest import SSEClient, on_postgres, session_cookie
+from tests.conftest import SSEClient, end_other_sessions, on_postgres, session_cookie
 from tests.integration import test_events_live
 from tests.integration.test_events_live import WSClient, check_counted_to_100, ended, row_ids
 
@@ -27,15 +26,6 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres]
 # A worker and a web server on the test database; alice, bob, olga (an operator).
 live = test_events_live.live
 users = test_events_live.users
-
-
-def end_other_sessions() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_streams_resume_after_the_database_went_away(live, users, tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 from django_jobs.models import Job
 from testproject.jobs import exits_process, hangs, hogs, raises_in_except
-from tests.conftest import wait_until
+from tests.conftest import end_other_sessions, wait_until
 
 from .fleet import (
     LEASE,
@@ -27,7 +27,6 @@ from .fleet import (
     require_postgres,
     states,
     succeeded,
-    terminate_backends,
     within,
 )
 
@@ -92,7 +91,7 @@ def test_the_database_going_away_repeatedly_mid_drain(spawn, jobs: int, cuts: in
             timeout=120,
             message=f"stuck before {mark} jobs: {states(ids)}\n" + workers[0].output(),
         )
-        ended = terminate_backends()
+        ended = end_other_sessions()
         assert ended >= 2, "the workers had no connection to end"
         terminated += ended
     wait_until(

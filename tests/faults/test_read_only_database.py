@@ -18,18 +18,9 @@ from django_jobs.events.outbox import writer
 from django_jobs.models import Job, JobEventRecord
 from testproject.jobs import slow
 from testproject.models import Execution
-from tests.conftest import on_postgres, wait_until
+from tests.conftest import end_other_sessions, on_postgres, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres]
-
-
-def end_other_sessions() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
 
 
 def set_read_only(on: bool) -> None:

@@ -7,18 +7,9 @@ from django.db import connection
 
 from django_jobs.models import Job
 from testproject.jobs import record
-from tests.conftest import wait_until
+from tests.conftest import end_other_sessions, wait_until
 
 pytestmark = [pytest.mark.process]
-
-
-def kill_other_connections() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_worker_survives_its_connections_being_killed(spawn):
@@ -27,7 +18,7 @@ def test_worker_survives_its_connections_being_killed(spawn):
     first = record.enqueue_many([{"n": i} for i in range(20)])
     worker = spawn("runjobs", "--concurrency", "2")
     wait_until(lambda: Job.objects.filter(state="succeeded").count() == 20, message=worker.output())
-    assert kill_other_connections() >= 1  # the worker's claim, keeper and LISTEN connections
+    assert end_other_sessions() >= 1  # the worker's claim, keeper and LISTEN connections
     second = record.enqueue_many([{"n": i} for i in range(20, 60)])
     ids = [j.pk for j in first + second]
     wait_until(

@@ -37,7 +37,14 @@ from django.db import connection
 from django_jobs.models import Job
 from testproject.jobs import count_to_100, record
 from testproject.models import Execution
-from tests.conftest import SSEClient, free_port, requires_postgres, session_cookie, wait_until
+from tests.conftest import (
+    SSEClient,
+    free_port,
+    requires_postgres,
+    session_cookie,
+    someone_listens,
+    wait_until,
+)
 from tests.integration.test_events_live import check_counted_to_100, ended, row_ids
 
 pytestmark = [pytest.mark.process, requires_postgres]
@@ -87,7 +94,7 @@ class PgBouncer:
         self.popen = subprocess.Popen(
             [binary, str(config)], stdout=self.log, stderr=subprocess.STDOUT
         )
-        wait_until(self._accepting, timeout=30, message="pgbouncer did not start listening")
+        wait_until(self._accepting, timeout=30, message="pgbouncer did not start someone_listens")
 
     def _accepting(self) -> bool:
         if self.popen.poll() is not None:
@@ -156,16 +163,6 @@ def wait_for(predicate, what: str, *procs, timeout: float = 30) -> None:
         raise AssertionError(f"{what} (waited {timeout}s):\n{outputs}") from None
 
 
-def listening() -> bool:
-    """A server connection of the test database sits in LISTEN (through the pool or not)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %%' AND state = 'idle'"
-        )
-        return cursor.fetchone()[0] > 0
-
-
 def others_idle() -> bool:
     """Every other connection to the test database is idle: no claim is under way."""
     with connection.cursor() as cursor:
@@ -202,7 +199,7 @@ def test_session_mode_enqueue_drain_and_notify_wake_ups_work(pgbouncer, spawn):
     # An idle worker whose poll is an hour away: only its LISTEN can wake it, each time.
     worker = spawn("runjobs", "--concurrency", "1", env={**through, "JOBS_POLL_INTERVAL": "1h"})
     worker.wait_for_output("ready")
-    wait_for(listening, "the worker never LISTENed through the pool", worker)
+    wait_for(someone_listens, "the worker never LISTENed through the pool", worker)
     for n in range(3):
         wait_for(others_idle, "the worker's connections stay busy", worker)
         job = record.enqueue({"n": f"woken {n}"})  # commits and notifies, directly

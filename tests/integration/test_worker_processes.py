@@ -22,7 +22,7 @@ import django_jobs
 from django_jobs.models import Job
 from testproject.jobs import keeps_requeueing, record, slow
 from testproject.models import Execution
-from tests.conftest import on_postgres, wait_until
+from tests.conftest import on_postgres, someone_listens, wait_until
 
 pytestmark = pytest.mark.process
 
@@ -88,15 +88,6 @@ def test_rolled_back_enqueue_never_exists_and_never_runs(spawn):
     assert list(Execution.objects.values_list("job_id", flat=True)) == [kept.pk]
 
 
-def _listening() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %%' AND state = 'idle'"
-        )
-        return cursor.fetchone()[0] > 0
-
-
 def _worker_connections_idle() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -114,7 +105,7 @@ def test_commit_wakes_an_idle_postgres_worker_at_once(spawn):
     # pickup.
     worker = spawn("runjobs", "--concurrency", "1", env={"JOBS_POLL_INTERVAL": "60s"})
     worker.wait_for_output("ready")
-    wait_for(_listening, "the worker never LISTENed", worker)
+    wait_for(someone_listens, "the worker never LISTENed", worker)
     wait_for(_worker_connections_idle, "the worker's connections stay busy", worker)
     # Its LISTEN connection wakes the claim loop once when it connects; give that last empty
     # claim a moment to finish so the worker is really asleep in its 60 s poll.
