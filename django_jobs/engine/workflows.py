@@ -144,7 +144,7 @@ def gather(
         )
         row = steps._begin(name, row)
         row.value = {"deadline": deadline.isoformat() if deadline else None}
-        row.save(using=steps.alias, update_fields=["value"])
+        steps._save(row, ["value"])  # fenced by the lease, as every step write
     deadline = parse_datetime((row.value or {}).get("deadline") or "")
     job = steps.ctx.job
     pending, foreign = _pending(ids, job.pk, steps.alias)
