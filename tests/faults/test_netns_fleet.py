@@ -10,9 +10,11 @@ file, not a network).
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections import Counter
 
 import pytest
+from django.db import connection
 
 from bench.netns import Hosts, available
 from django_jobs.models import Job
@@ -20,7 +22,7 @@ from testproject.jobs import record
 from testproject.models import Execution
 from tests.conftest import wait_until
 
-from .fleet import require_postgres, states
+from .fleet import states
 
 pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
 
@@ -32,7 +34,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
 def test_workers_in_network_namespaces_drain_the_queue_together(
     spawn, worker_env: dict[str, str], jobs: int, workers: int
 ):
-    require_postgres()
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: the workers reach the database over TCP; SQLite is a file")
     why = available()
     if why is not None:
         pytest.skip(why)
@@ -64,6 +67,10 @@ def test_workers_in_network_namespaces_drain_the_queue_together(
             proc.popen.send_signal(signal.SIGTERM)
             assert proc.popen.wait(timeout=30) == 0, proc.output()
 
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for namespace, link in hosts.names:
+        assert namespace not in left and f" {link}@" not in links, "a namespace or link is left"
     assert states(ids) == {"succeeded": jobs}
     ran = Counter(Execution.objects.filter(job_id__in=ids).values_list("pid", flat=True))
     assert sum(ran.values()) == jobs, "a job ran twice or not at all"
