@@ -1,15 +1,15 @@
 """Hosts stood in by network namespaces: each worker alone in one, PostgreSQL over a veth.
 
 ``Hosts(n)`` makes ``n`` network namespaces (``ip netns add``), each joined to the root
-namespace by a veth pair with a /30 of its own inside ``10.213.K.0/24`` (``K`` the first third
-octet no address of this machine uses): the root side is ``10.213.K.(4i+1)``, the namespace's
-``10.213.K.(4i+2)``. Nothing else is routed: a process in namespace ``i`` reaches only its own
-loopback and the root side of its veth. PostgreSQL listens on 127.0.0.1 alone and is not
-reconfigured: a forwarder process in the root namespace (``python -m bench.netns forward``,
-asyncio) listens on each root-side address, port 5432, and relays each connection to
-127.0.0.1:5432. So a worker in a namespace makes the trip a worker on another host would make
-to a proxy in front of its database: a veth (a kernel network stack on each side) and one
-more user-space hop.
+namespace by a veth pair with a /30 of its own inside ``10.213.K.0/24`` (``K`` a third octet no
+address of this machine uses, searched from the process id on): the root side is
+``10.213.K.(4i+1)``, the namespace's ``10.213.K.(4i+2)``. Nothing else is routed: a process in
+namespace ``i`` reaches only its own loopback and the root side of its veth. PostgreSQL listens
+on 127.0.0.1 alone and is not reconfigured: a forwarder process in the root namespace (``python
+-m bench.netns forward``, asyncio) listens on each root-side address, port 5432, and relays
+each connection to 127.0.0.1:5432. So a worker in a namespace makes the trip a worker on
+another host would make to a proxy in front of its database: a veth (a kernel network stack on
+each side) and one more user-space hop.
 
 Every namespace and link is named ``djjobs<pid>n<i>`` / ``dj<pid>h<i>`` (the creating process's
 id) and removed when ``Hosts`` closes, on an exception too, and at exit (``atexit``, and on
@@ -91,7 +91,11 @@ def remove_orphans() -> list[str]:
 def _free_octet() -> int:
     used = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
     taken = {int(m) for m in re.findall(rf"\b{NETWORK}\.(\d+)\.", used)}
-    for octet in range(1, 255):
+    # Searched from a point of this process's own, so that two runs starting together on one
+    # machine are unlikely to pick the same /24 before either has made its addresses.
+    start = os.getpid() % 254
+    for step in range(254):
+        octet = (start + step) % 254 + 1
         if octet not in taken:
             return octet
     raise RuntimeError(f"no free {NETWORK}.K.0/24 on this machine")
