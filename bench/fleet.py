@@ -4,6 +4,7 @@ Usage, from the repository root, with a local PostgreSQL::
 
     python -m bench.fleet                        # 50,000 jobs per fleet size, sizes 1 2 4 8
     python -m bench.fleet --jobs 10000 --sizes 1,2 --concurrency 4
+    python -m bench.fleet --netns --sizes 1,2,4    # each size direct, then in namespaces (root)
 
 For each fleet size the job table is emptied and that many ``manage.py runjobs --no-scheduler
 --concurrency C`` processes start and wait, idle (polling every 20 ms). Once every one is
@@ -19,6 +20,10 @@ last job's end; the database's is given in cores (1.0 is one core busy) and per 
 workers' per job. The load average (1 minute) is printed with each size. Every job must end
 ``succeeded`` exactly once (``attempts == 1``).
 
+With ``--netns`` each size runs twice: as above, then with worker ``i`` in network namespace
+``i`` (``bench/netns.py``), reaching PostgreSQL over a veth and the forwarder process in the
+root namespace, whose CPU is counted apart ("forwarder CPU per job").
+
 Each worker stands for a host's worker process; on this machine they share its cores with
 the database, so the figures show the engine's contention (claims, outcome batches) more
 than a real fleet's capacity. docs/scaling.md has the figures and what they mean.
@@ -27,6 +32,7 @@ than a real fleet's capacity. docs/scaling.md has the figures and what they mean
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -38,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.netns import Hosts, available  # noqa: E402 - needs the root on sys.path first
 from bench.run import (  # noqa: E402 - needs the root on sys.path first
     DEFAULT_URL,
     Worker,
@@ -138,13 +145,32 @@ def enqueue_due_at(jobs: int, lead: float, tag: str) -> float:
 
 
 def drain_with(
-    size: int, concurrency: int, jobs: int, database_name: str, lead: float
+    size: int,
+    concurrency: int,
+    jobs: int,
+    database_name: str,
+    lead: float,
+    hosts: Hosts | None = None,
 ) -> dict[str, float]:
+    """Drain with ``size`` workers; with ``hosts``, worker ``i`` runs in namespace ``i``."""
     reset()
     # Idle workers poll often, so each claims the moment the jobs are due (the NOTIFY of
     # their enqueue came earlier, when nothing was due yet).
     os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
-    workers = [Worker("--concurrency", str(concurrency)) for _ in range(size)]
+    if hosts is None:
+        workers = [Worker("--concurrency", str(concurrency)) for _ in range(size)]
+    else:
+        url = os.environ["DATABASE_URL"]
+        workers = [
+            Worker(
+                "--concurrency",
+                str(concurrency),
+                prefix=hosts.prefix(i),
+                env={"DATABASE_URL": hosts.database_url(i, url)},
+            )
+            for i in range(size)
+        ]
+    forwarder_pid = hosts.forwarder.pid if hosts is not None and hosts.forwarder else None
     try:
         for worker in workers:
             worker.wait_ready()
@@ -153,6 +179,7 @@ def drain_with(
         time.sleep(max(due - time.time(), 0))
         database.start()
         worker_start = sum(cpu_seconds(worker.popen.pid) for worker in workers)
+        forwarder_start = cpu_seconds(forwarder_pid) if forwarder_pid else 0.0
 
         # A cheap question on an index, asked every 100 ms: this connection's backend is one
         # of the database's processes whose CPU is counted.
@@ -161,6 +188,7 @@ def drain_with(
         )[0][0]:
             time.sleep(0.1)
         worker_cpu = sum(cpu_seconds(worker.popen.pid) for worker in workers) - worker_start
+        forwarder_cpu = cpu_seconds(forwarder_pid) - forwarder_start if forwarder_pid else 0.0
         database_seconds = database.stop()
         measured = time.time()
     finally:
@@ -180,6 +208,7 @@ def drain_with(
         # Per job, the database's CPU is less disturbed by the other processes on the machine
         # than its share of the wall clock.
         "db_cpu_us": database_seconds / jobs * 1e6,
+        "forwarder_cpu_us": forwarder_cpu / jobs * 1e6,
         "first_start_ms": (first_start.timestamp() - due) * 1000,
         "load": os.getloadavg()[0],
     }
@@ -196,36 +225,64 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lead", type=float, default=10.0, help="seconds from the enqueue to the jobs' due time"
     )
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="also run each fleet with every worker in a network namespace of its own "
+        "(bench/netns.py: a veth and a forwarder to 127.0.0.1; needs root and ip)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
     os.environ.setdefault("BENCH_LIVE_EVENTS", "1")
     prepare_database(args.database_url)
     database_name = unquote(urlparse(args.database_url).path.lstrip("/"))
-    rows = []
-    for size in sizes:
-        print(f"fleet of {size} x concurrency {args.concurrency}: {args.jobs:,} jobs", flush=True)
-        figures = drain_with(size, args.concurrency, args.jobs, database_name, args.lead)
-        rows.append((size, figures))
-        print(
-            f"  {figures['rate']:,.0f} jobs/s, database {figures['db_cores']:.2f} cores, "
-            f"workers {figures['worker_cpu_us']:,.0f} us CPU per job, "
-            f"database {figures['db_cpu_us']:,.0f} us CPU per job, first start "
-            f"{figures['first_start_ms']:,.0f} ms after due, load {figures['load']:.2f}",
-            flush=True,
-        )
+    with contextlib.ExitStack() as stack:
+        hosts = None
+        if args.netns:
+            why = available()
+            if why is not None:
+                raise SystemExit(f"--netns: {why}")
+            hosts = stack.enter_context(Hosts(max(sizes)))
+        paths = ["direct", "netns"] if hosts is not None else ["direct"]
+        rows = []
+        for size in sizes:
+            for path in paths:
+                print(
+                    f"fleet of {size} x concurrency {args.concurrency} ({path}): "
+                    f"{args.jobs:,} jobs",
+                    flush=True,
+                )
+                figures = drain_with(
+                    size,
+                    args.concurrency,
+                    args.jobs,
+                    database_name,
+                    args.lead,
+                    hosts if path == "netns" else None,
+                )
+                rows.append((size, path, figures))
+                print(
+                    f"  {figures['rate']:,.0f} jobs/s, database {figures['db_cores']:.2f} cores, "
+                    f"workers {figures['worker_cpu_us']:,.0f} us CPU per job, "
+                    f"database {figures['db_cpu_us']:,.0f} us CPU per job, forwarder "
+                    f"{figures['forwarder_cpu_us']:,.0f} us CPU per job, first start "
+                    f"{figures['first_start_ms']:,.0f} ms after due, load {figures['load']:.2f}",
+                    flush=True,
+                )
     reset()
-    base = rows[0][1]["rate"] if rows else 0
+    base = rows[0][2]["rate"] if rows else 0
     print()
     print(
-        "| workers | jobs/s | vs 1 | database CPU (cores) | database CPU per job (us) "
-        "| worker CPU per job (us) | load (1 min) |"
+        "| workers | path | jobs/s | vs 1 | database CPU (cores) | database CPU per job (us) "
+        "| worker CPU per job (us) | forwarder CPU per job (us) | load (1 min) |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for size, figures in rows:
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for size, path, figures in rows:
         print(
-            f"| {size} | {figures['rate']:,.0f} | {figures['rate'] / base:.2f} | "
+            f"| {size} | {path} | {figures['rate']:,.0f} | {figures['rate'] / base:.2f} | "
             f"{figures['db_cores']:.2f} | {figures['db_cpu_us']:,.0f} | "
-            f"{figures['worker_cpu_us']:,.0f} | {figures['load']:.2f} |"
+            f"{figures['worker_cpu_us']:,.0f} | {figures['forwarder_cpu_us']:,.0f} | "
+            f"{figures['load']:.2f} |"
         )
     print()
     print(

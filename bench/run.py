@@ -227,11 +227,27 @@ def cpu_seconds(pid: int) -> float:
 class Worker:
     """One ``manage.py runjobs`` subprocess; notes when its ready line appears."""
 
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, "PYTHONUNBUFFERED": "1"}
+    def __init__(
+        self, *args: str, prefix: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """``prefix``: run under it (``ip netns exec NAME``, which execs: the pid is the
+        worker's); ``env``: variables over this process's (its ``DATABASE_URL``)."""
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": SETTINGS,
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
         self.spawned = time.time()
         self.popen = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "runjobs", "--no-scheduler", *args],
+            [
+                *(prefix or []),
+                sys.executable,
+                str(ROOT / "manage.py"),
+                "runjobs",
+                "--no-scheduler",
+                *args,
+            ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

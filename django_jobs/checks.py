@@ -9,6 +9,7 @@ from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import connections
 from django.utils.module_loading import import_string
 
+from .clock import TEST_CLOCK_ENV, test_clock_file
 from .conf import DEFAULTS
 from .durations import parse_duration, parse_rate
 from .exceptions import InvalidDuration
@@ -209,5 +210,21 @@ def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             "django.core.management.utils.get_random_secret_key()) and drop the public one "
             "from SECRET_KEY_FALLBACKS; or turn DEBUG on for local use.",
             id="django_jobs.E010",
+        )
+    ]
+
+
+@register()
+def check_test_clock(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The file-driven clock of ``clock.py`` is a testing hook: refused with ``DEBUG`` off."""
+    path = test_clock_file()
+    if path is None or settings.DEBUG:
+        return []
+    return [
+        Error(
+            f"{TEST_CLOCK_ENV}={path!r} is set while DEBUG is off: the engine's clock would be "
+            "read from that file instead of the system clock.",
+            hint=f"Unset {TEST_CLOCK_ENV}; it is for tests that drive worker processes.",
+            id="django_jobs.E011",
         )
     ]

@@ -148,7 +148,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"django_jobs": {"handlers": ["console"], "level": "WARNING"}},
+    "loggers": {
+        "django_jobs": {
+            "handlers": ["console"],
+            # JOBS_LOG_LEVEL=INFO: what the scheduler fired, in worker process tests.
+            "level": os.environ.get("JOBS_LOG_LEVEL", "WARNING"),
+        }
+    },
 }
 
 # --- Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2) ---

@@ -47,13 +47,19 @@ class Proc:
     """A ``manage.py`` subprocess (or ``python -m MODULE`` ones) whose output is kept."""
 
     def __init__(
-        self, args: list[str], env: dict[str, str], log: Path, *, module: str | None = None
+        self,
+        args: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        module: str | None = None,
+        prefix: list[str] | None = None,
     ) -> None:
         self.log_path = log
         self.log = open(log, "wb")  # closed in stop()
         program = ["-m", module] if module else [str(ROOT / "manage.py")]
         self.popen = subprocess.Popen(
-            [sys.executable, *program, *args],
+            [*(prefix or []), sys.executable, *program, *args],
             cwd=ROOT,
             env=env,
             stdout=self.log,
@@ -87,8 +93,16 @@ class Proc:
 def spawn(worker_env: dict[str, str], tmp_path: Path) -> Iterator:
     procs: list[Proc] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> Proc:
-        proc = Proc(list(args), {**worker_env, **(env or {})}, tmp_path / f"proc{len(procs)}.log")
+    def start(
+        *args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None
+    ) -> Proc:
+        """``prefix``: a command to run it under (``ip netns exec NAME``)."""
+        proc = Proc(
+            list(args),
+            {**worker_env, **(env or {})},
+            tmp_path / f"proc{len(procs)}.log",
+            prefix=prefix,
+        )
         procs.append(proc)
         return proc
 

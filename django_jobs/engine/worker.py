@@ -512,7 +512,11 @@ class Worker:
             logger.exception("Scheduler tick failed; retrying at the next tick.")
             return
         if fired:
-            logger.info("Scheduler fired %s occurrence(s).", len(fired))
+            logger.info(
+                "Scheduler fired %s occurrence(s): %s",
+                len(fired),
+                ", ".join(job.idempotency_key or str(job.pk) for job in fired),
+            )
             self.wake.set()
 
     def _prune(self) -> None:

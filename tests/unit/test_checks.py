@@ -9,7 +9,7 @@ import pytest
 from django.core import checks
 from django.test import override_settings
 
-from django_jobs.checks import check_jobs_settings
+from django_jobs.checks import check_jobs_settings, check_test_clock
 from tests.conftest import ROOT
 
 
@@ -121,3 +121,49 @@ def test_the_test_project_makes_its_own_key_with_debug_off(tmp_path):
     again = manage_check(tmp_path, DJANGO_DEBUG="0")  # the next process reads the same key
     assert again.returncode == 0 and (tmp_path / "secret_key").read_text().strip() == key
     assert manage_check(tmp_path).returncode == 0  # DEBUG on (the default): the demo's key
+
+
+# --- the file-driven test clock (DJANGO_JOBS_TEST_CLOCK) ----------------------------------------
+
+
+def test_the_test_clock_reads_the_file_while_debug_is_on(tmp_path, monkeypatch):
+    from datetime import UTC, datetime, timedelta
+
+    from django_jobs import clock
+
+    path = tmp_path / "clock"
+    instant = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+    clock.set_file(path, instant)
+    monkeypatch.setenv(clock.TEST_CLOCK_ENV, str(path))
+    with override_settings(DEBUG=True):
+        assert clock.now() == instant
+        clock.set_file(path, instant + timedelta(minutes=1))
+        assert clock.now() == instant + timedelta(minutes=1)
+        assert check_test_clock() == []
+    monkeypatch.delenv(clock.TEST_CLOCK_ENV)
+    assert abs(clock.now() - datetime.now(UTC)) < timedelta(minutes=1)  # off: the real clock
+
+
+def test_the_test_clock_is_refused_with_debug_off(tmp_path, monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from django_jobs import clock
+
+    path = tmp_path / "clock"
+    path.write_text("2026-06-01T12:00:30+00:00")
+    monkeypatch.setenv(clock.TEST_CLOCK_ENV, str(path))
+    with override_settings(DEBUG=False):
+        with pytest.raises(ImproperlyConfigured, match="DEBUG is off"):
+            clock.now()
+        [error] = check_test_clock()
+    assert error.id == "django_jobs.E011" and error.level == checks.ERROR
+
+
+def test_the_test_clock_stops_every_command_with_debug_off(tmp_path):
+    path = tmp_path / "clock"
+    path.write_text("2026-06-01T12:00:30+00:00")
+    done = manage_check(
+        tmp_path, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=RANDOM_KEY, DJANGO_JOBS_TEST_CLOCK=str(path)
+    )
+    assert done.returncode != 0
+    assert "django_jobs.E011" in done.stderr

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
 from ...engine.worker import Worker
 
@@ -57,6 +58,12 @@ class Command(BaseCommand):
         )
         worker.install_signal_handlers()
         if options["verbosity"] >= 1:
+            if test_clock_file() is not None:
+                # Said at every start, so that nobody mistakes a testing run for a real one.
+                self.stdout.write(
+                    f"runjobs: the clock is read from {test_clock_file()} ({TEST_CLOCK_ENV})",
+                    ending="\n",
+                )
             self.stdout.write(f"runjobs: worker {worker.worker_id} ready", ending="\n")
             self.stdout.flush()
         code = worker.run()
