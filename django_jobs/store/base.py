@@ -25,6 +25,11 @@ from ..types import ENDED_STATES, LIVE_STATES
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table
 PRUNED_TABLE = PrunedCount._meta.db_table
+# A row's state as the prune tests it on rows given by id: "state || ''" keeps the planner off
+# the indexes on state, which on stale statistics it may pick over the primary key, reading
+# every ended row of the table for each batch (measured on PostgreSQL: 1.9 s for a batch of
+# 2,000 among 100,000 ended rows, against milliseconds by id).
+ENDED = "state || ''"
 COLUMNS = [f.column for f in Job._meta.concrete_fields]
 SELECT_COLUMNS = ", ".join(f"{TABLE}.{c}" for c in COLUMNS)
 FIELD_NAMES = [f.attname for f in Job._meta.concrete_fields]
@@ -819,7 +824,7 @@ class Store:
         ended_sql, ended_params = self.in_list(list(ENDED_STATES))
         self.execute(
             f"INSERT INTO {PRUNED_TABLE} (kind, state, count) "
-            f"SELECT kind, state, COUNT(*) FROM {TABLE} WHERE id {id_sql} AND state {ended_sql} "
+            f"SELECT kind, state, COUNT(*) FROM {TABLE} WHERE id {id_sql} AND {ENDED} {ended_sql} "
             "GROUP BY kind, state ON CONFLICT (kind, state) "
             f"DO UPDATE SET count = {PRUNED_TABLE}.count + excluded.count",
             [*id_params, *ended_params],
@@ -837,7 +842,7 @@ class Store:
             return 0, 0
         id_sql, id_params = self.in_list(job_ids)
         ended_sql, ended_params = self.in_list(list(ENDED_STATES))
-        gone = f"SELECT id FROM {TABLE} WHERE id {id_sql} AND state {ended_sql}"
+        gone = f"SELECT id FROM {TABLE} WHERE id {id_sql} AND {ENDED} {ended_sql}"
         with transaction.atomic(using=self.alias):
             self.tally_pruned(job_ids)
             steps = self.execute(
@@ -849,7 +854,7 @@ class Store:
                 [*id_params, *ended_params, *id_params, *ended_params],
             )
             jobs = self.execute(
-                f"DELETE FROM {TABLE} WHERE id {id_sql} AND state {ended_sql}",
+                f"DELETE FROM {TABLE} WHERE id {id_sql} AND {ENDED} {ended_sql}",
                 [*id_params, *ended_params],
             )
         return jobs, steps

@@ -18,6 +18,7 @@ from ..types import ENDED_STATES
 from .base import (
     BATCH_SHARED,
     COLUMNS,
+    ENDED,
     PRUNED_TABLE,
     STEP_TABLE,
     TABLE,
@@ -378,7 +379,7 @@ class PostgresStore(Store):
             return 0, 0
         ids = list(job_ids)
         rows = self.fetchall(
-            f"WITH gone AS (DELETE FROM {TABLE} WHERE id = ANY(%s) AND state = ANY(%s) "
+            f"WITH gone AS (DELETE FROM {TABLE} WHERE id = ANY(%s) AND {ENDED} = ANY(%s) "
             "RETURNING id, kind, state), "
             f"steps AS (DELETE FROM {STEP_TABLE} WHERE job_id = ANY(%s) "
             "AND job_id IN (SELECT id FROM gone) RETURNING 1), "
