@@ -183,12 +183,7 @@ def _retry_children(job: Job, alias: str, seen: set[int]) -> int:
     already counted; succeeded ones keep their results."""
     if not job.children_total:
         return 0
-    kids = list(
-        Job.objects.using(alias)
-        .select_for_update()
-        .filter(parent_id=job.pk, state__in=("failed", "cancelled"))
-        .order_by("id")
-    )
+    kids = get_store(alias).locked_children(job.pk, ["failed", "cancelled"])
     kids = [kid for kid in kids if kid.pk not in seen]
     for kid in kids:
         seen.add(kid.pk)

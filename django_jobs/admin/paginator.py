@@ -12,27 +12,23 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
+
+from ..store import get_store
 
 #: Tables estimated below this many rows are counted exactly.
 EXACT_COUNT_BELOW = 100_000
 
 
 def estimated_rows(queryset: QuerySet[Any]) -> int | None:
-    """The planner's estimate of the rows of ``queryset``'s table (PostgreSQL), else None."""
-    connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
+    """The store's estimate of the rows of ``queryset``'s table, or None when it has none
+    (``Store.estimates_row_counts``: PostgreSQL's planner statistics) or the table was never
+    analyzed."""
+    store = get_store(queryset.db)
+    if not store.estimates_row_counts:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
-            [connection.ops.quote_name(queryset.model._meta.db_table)],
-        )
-        row = cursor.fetchone()
-    # -1: never vacuumed or analyzed; count exactly.
-    return row[0] if row is not None and row[0] >= 0 else None
+    return store.estimated_rows(queryset.model)
 
 
 class EstimatedCountPaginator(Paginator):

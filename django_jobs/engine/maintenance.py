@@ -6,11 +6,12 @@ A job's age is its ``ended_at``; a row that lacks it (imported, or written by an
 is aged by the latest timestamp it has, as the normalized read derives it (SPEC §4), and a row
 with no timestamp at all is kept.
 
-Each batch is one short transaction: lock up to ``batch_size`` old ended rows (``SKIP LOCKED`` on
-PostgreSQL, so a concurrent ``retry()`` of one of them is never lost), then delete their steps
-(one ``DELETE ... WHERE job_id IN``) and the rows (one more), without loading them. When another
-model has a foreign key to ``Job``, or a ``pre_delete``/``post_delete`` receiver listens, the
-batch goes through Django's deletion collector instead, which honours them.
+Each batch is one short transaction: lock up to ``batch_size`` old ended rows (``Store.lock_jobs``,
+which passes over rows a concurrent ``retry()`` holds where the store ``supports_skip_locked``),
+then delete them with their steps and count them in the pruned tally (``Store.prune_jobs``: one
+statement on PostgreSQL), without loading them. When another model has a foreign key to
+``Job``, or a ``pre_delete``/``post_delete`` receiver listens, the batch goes through Django's
+deletion collector instead, which honours them.
 
 ``JOBS["RETENTION"]`` (a duration such as ``"30d"``, or None to keep everything) is applied by
 ``prune_expired(now)``, which a worker calls periodically; ``manage.py jobs prune`` does the same
@@ -26,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connections, transaction
-from django.db.models import Count, Q
+from django.db import transaction
+from django.db.models import Q
 from django.db.models.signals import post_delete, pre_delete
 
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
-from ..models import Job, JobStep, PrunedCount
-from ..store import Store
+from ..models import Job, JobStep
+from ..store import Store, get_store
 from ..types import ENDED_STATES
 
 __all__ = [
@@ -114,6 +115,7 @@ def prune(
     alias = using or jobs_settings.DATABASE
     cutoff = (now or clock.now()) - period
     condition = expired(cutoff)
+    store = get_store(alias)
     jobs = Job.objects.using(alias)
     total = jobs.filter(condition).count() if progress is not None else 0
     if limit is not None and progress is not None:
@@ -124,16 +126,12 @@ def prune(
         with transaction.atomic(using=alias):
             # Lock the batch first: a concurrent retry() of one of these rows either committed
             # before (the row is live now and not selected) or waits for this transaction and
-            # then finds the row gone. SKIP LOCKED leaves rows that are being retried right now.
-            ids = list(
-                jobs.filter(condition)
-                .order_by()
-                .select_for_update(skip_locked=True)
-                .values_list("pk", flat=True)[:size]
-            )
+            # then finds the row gone. Rows being retried right now are passed over where the
+            # store can (supports_skip_locked).
+            ids = store.lock_jobs(condition, size)
             if not ids:
                 break
-            batch_jobs, batch_steps = _delete(ids, alias)
+            batch_jobs, batch_steps = _delete(store, ids)
         deleted_jobs += batch_jobs
         deleted_steps += batch_steps
         if progress is not None:
@@ -144,41 +142,17 @@ def prune(
     return PruneResult(cutoff=cutoff, jobs=deleted_jobs, steps=deleted_steps, more=more)
 
 
-def _delete(ids: list[int], alias: str) -> tuple[int, int]:
+def _delete(store: Store, ids: list[int]) -> tuple[int, int]:
     """Delete these jobs and their steps; return (jobs, steps) deleted. Runs in the caller's
     transaction, which also adds the jobs to the pruned tally."""
-    _tally(ids, alias)
     if not _needs_collector():
         # Nothing but JobStep (and a job's own parent link) points at Job and nobody listens
-        # for deletions: steps first, then the children's link (on_delete=SET_NULL, done by
-        # hand: the raw delete skips the collector), then the jobs, without loading a row.
-        steps, _ = JobStep.objects.using(alias).filter(job_id__in=ids).delete()
-        Job.objects.using(alias).filter(parent_id__in=ids).update(parent=None)
-        return Job.objects.using(alias).filter(pk__in=ids)._raw_delete(alias), steps
+        # for deletions: the store deletes them by id, without loading a row.
+        return store.prune_jobs(ids)
     # Another model refers to Job, or a receiver listens: let Django's collector honour them.
-    _, per_model = Job.objects.using(alias).filter(pk__in=ids).only("pk").delete()
+    store.tally_pruned(ids)
+    _, per_model = Job.objects.using(store.alias).filter(pk__in=ids).only("pk").delete()
     return per_model.get(Job._meta.label, 0), per_model.get(JobStep._meta.label, 0)
-
-
-def _tally(ids: list[int], alias: str) -> None:
-    """Add these (ended) jobs to ``PrunedCount``, per kind and state, in one statement."""
-    counts = list(
-        Job.objects.using(alias)
-        .filter(pk__in=ids)
-        .order_by()
-        .values_list("kind", "state")
-        .annotate(n=Count("pk"))
-    )
-    if not counts:
-        return
-    table = connections[alias].ops.quote_name(PrunedCount._meta.db_table)
-    values = ", ".join(["(%s, %s, %s)"] * len(counts))
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (kind, state, count) VALUES {values} "
-            f"ON CONFLICT (kind, state) DO UPDATE SET count = {table}.count + excluded.count",
-            [value for row in counts for value in row],
-        )
 
 
 def _needs_collector() -> bool:

@@ -237,7 +237,7 @@ class Steps:
                 if row is not None:
                     # Read again, locked: a run that held the job before this one may have
                     # completed the step since this run read its steps.
-                    row = JobStep.objects.using(self.alias).select_for_update().get(pk=row.pk)
+                    row = get_store(self.alias).locked_step(row.pk)
                     self._stored()[name] = row
                     if row.state == StepState.COMPLETED:
                         return row.value

@@ -2,9 +2,9 @@
 
 Threads: the main thread claims and keeps a small local queue topped up; ``concurrency``
 executor threads drain it; one keeper thread records outcomes, flushes progress and logs,
-heartbeats leases and rescues jobs whose worker died; on PostgreSQL one listener thread turns
-NOTIFY into an immediate wake-up (the poll stays as a fallback: a notification is a hint, the
-claim is the truth).
+heartbeats leases and rescues jobs whose worker died; where the store ``supports_listen``
+(PostgreSQL) one listener thread turns a notification into an immediate wake-up (the poll
+stays as a fallback: a notification is a hint, the claim is the truth).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..exceptions import JobTimeout
 from ..models import Job
 from ..printable import printable
 from ..registry import get
-from ..store import Outcome, get_store
+from ..store import Outcome, Store, get_store
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
@@ -45,30 +45,11 @@ _STOP = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
 
 
-# libpq options a worker sets on its PostgreSQL connections unless the project's OPTIONS set
-# them: without them a silent network (packets dropped, no reset) holds a statement for the
-# kernel's retransmissions (about 15 minutes), and an idle connection, such as LISTEN's, never
-# learns that the server went away. With them, bytes unacknowledged for tcp_user_timeout fail
-# the connection, and so do keepalives_count unanswered probes on a connection that is idle or
-# waiting on a reply (after 25 s), and a connection attempt after connect_timeout; the worker
-# then reconnects with backoff. A long query on a healthy network is not cut short.
-SILENT_NETWORK_BOUNDS: dict[str, int] = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 30_000,  # milliseconds
-    "connect_timeout": 10,
-}
-
-
-def bound_silent_network(alias: str) -> None:
-    """Give this process's connections to ``alias`` the options of SILENT_NETWORK_BOUNDS."""
-    db = connections[alias]
-    if db.vendor != "postgresql":
-        return
-    options = db.settings_dict.setdefault("OPTIONS", {})
-    for name, value in SILENT_NETWORK_BOUNDS.items():
+def bound_silent_network(store: Store) -> None:
+    """Give this process's connections to the store's alias the options its store sets for
+    long-running workers (``Store.worker_connection_options``), the project's own first."""
+    options = store.connection.settings_dict.setdefault("OPTIONS", {})
+    for name, value in store.worker_connection_options.items():
         options.setdefault(name, value)
 
 
@@ -99,11 +80,10 @@ class Worker:
         self.worker_id = make_worker_id(engine)
         self.executor = Executor(self.worker_id)
         self.lease = jobs_settings.lease
-        poll = jobs_settings.POLL_INTERVAL
         self.poll = (
             jobs_settings.poll_interval
-            if poll
-            else (2.0 if self.store.vendor == "postgresql" else 0.25)
+            if jobs_settings.POLL_INTERVAL
+            else self.store.poll_interval_default
         )
         self.max_prefetch = max(int(jobs_settings.PREFETCH), 0)
 
@@ -159,7 +139,7 @@ class Worker:
         # Before any thread connects: every connection of the worker gets them (the threads'
         # connections share the alias's settings).
         connections.close_all()
-        bound_silent_network(self.alias)
+        bound_silent_network(self.store)
         self._rescue()
         if self.scheduler:
             self._tick_schedules()
@@ -168,7 +148,7 @@ class Worker:
         self.held = [None] * self.concurrency
         self.threads = [self._start_executor(slot) for slot in range(self.concurrency)]
         listener = None
-        if self.store.vendor == "postgresql":
+        if self.store.supports_listen:
             listener = threading.Thread(target=self._listen, name="jobs-listen", daemon=True)
             listener.start()
         try:
@@ -263,22 +243,17 @@ class Worker:
             self.wake.wait(self.poll if not self.burst else 0.05)
 
     def _listen(self) -> None:
-        # PostgreSQL only (the caller checks): store.postgres loads psycopg, which an
-        # installation on SQLite may lack.
-        from ..store.postgres import CHANNEL
-
+        # Only where the store supports_listen (the caller checks).
         while not self.stopping.is_set():
             try:
-                db = connections[self.alias]
-                conn = db.get_new_connection(db.get_connection_params())
-                conn.autocommit = True
-                conn.execute(f"LISTEN {CHANNEL}")
-                self.wake.set()  # we may have missed notifications while (re)connecting
-                while not self.stopping.is_set():
-                    for note in conn.notifies(timeout=0.5):
-                        if note.payload == self.engine:
+                listener = self.store.listen_for_jobs()
+                try:
+                    self.wake.set()  # we may have missed notifications while (re)connecting
+                    while not self.stopping.is_set():
+                        if self.engine in listener.wait(0.5):
                             self.wake.set()
-                conn.close()
+                finally:
+                    listener.close()
             except Exception:
                 logger.warning("LISTEN connection lost; polling until it is back.", exc_info=True)
                 self.stopping.wait(1.0)

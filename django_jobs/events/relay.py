@@ -3,9 +3,10 @@
 Started lazily, by the first SSE or WebSocket connection of the process. It reads the rows
 after the last one it delivered, oldest first, and hands each to this process's SSE streams
 (``events.listeners``) and WebSocket consumers (``group_send`` on the in-memory Channels layer, run
-on the loop the consumers live on). On PostgreSQL it LISTENs on a connection of its own and
-reads when NOTIFY says rows were committed (and every half second anyway: a notification is a
-hint, the rows are the truth); on SQLite it polls every 0.2 s.
+on the loop the consumers live on). Where the store ``supports_listen`` (PostgreSQL) it listens
+on a connection of its own and reads when a notification says rows were committed (and every
+half second anyway: a notification is a hint, the rows are the truth); otherwise (SQLite) it
+polls every 0.2 s.
 
 Every web process runs one, so events stored by any process (a worker, another web process)
 reach clients connected anywhere, with nothing but the database between them. With Redis
@@ -25,6 +26,7 @@ from django.db import connections
 
 from ..conf import jobs_settings
 from ..store import events as store
+from ..store import get_store
 from .fanout import channel_layer, layer_is_local, send_sse, send_ws, sse_uses_redis, ws_messages
 
 logger = logging.getLogger("django_jobs.events")
@@ -33,9 +35,9 @@ logger = logging.getLogger("django_jobs.events")
 class Relay:
     """See the module docstring. ``relay`` is the process's one instance."""
 
-    #: SQLite: how often the relay looks for new rows.
+    #: Without ``supports_listen``: how often the relay looks for new rows.
     POLL = 0.2
-    #: PostgreSQL: the longest wait for a NOTIFY before reading anyway.
+    #: With ``supports_listen``: the longest wait for a notification before reading anyway.
     LISTEN_TIMEOUT = 0.5
     #: Rows read per query.
     BATCH = 500
@@ -104,14 +106,14 @@ class Relay:
     # -- the thread ------------------------------------------------------------------------------
 
     def _run(self, alias: str, stop: threading.Event) -> None:
-        postgres = connections[alias].vendor == "postgresql"
+        seam = get_store(alias)
         failing = False
         try:
             while not stop.is_set():
                 listen: Any = None
                 try:
-                    if postgres:
-                        listen = store.listen_connection(alias)
+                    if seam.supports_listen:
+                        listen = seam.listen_for_events()
                     # Read after LISTEN: a commit in between is read now, not missed.
                     self._drain(alias)
                     if failing:
@@ -119,8 +121,7 @@ class Relay:
                         logger.warning("The live events relay reads the database again.")
                     while not stop.is_set():
                         if listen is not None:
-                            for _ in listen.notifies(timeout=self.LISTEN_TIMEOUT, stop_after=1):
-                                pass
+                            listen.wait(self.LISTEN_TIMEOUT)
                         else:
                             stop.wait(self.POLL)
                         self._drain(alias)

@@ -41,11 +41,11 @@ def insert(
     """
     if not events:
         return []
-    connection = connections[alias]
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+    one_statement = get_store(alias).inserts_events_in_one_statement
+    if one_statement and not connections[alias].in_atomic_block:
         return _insert_postgresql(alias, events, ordered, returning)
     with transaction.atomic(using=alias):
-        if connection.vendor == "postgresql":
+        if one_statement:
             return _insert_postgresql(alias, events, ordered, returning)
         return _insert_sqlite(alias, events, returning)
 
@@ -188,12 +188,3 @@ def first_id_since(alias: str, cutoff: datetime) -> int | None:
             high = middle
             found = first[0] if first is not None else None
     return found
-
-
-def listen_connection(alias: str) -> Any:
-    """A new autocommit psycopg connection LISTENing on ``NOTIFY_CHANNEL`` (PostgreSQL only)."""
-    db = connections[alias]
-    conn = db.get_new_connection(db.get_connection_params())
-    conn.autocommit = True
-    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-    return conn

@@ -10,10 +10,23 @@ from typing import Any
 
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
 from django.db.backends.postgresql.psycopg_any import register_tzloader
+from django.db.models import Model
 from psycopg.pq import Format
 
 from ..models import Job
-from .base import BATCH_SHARED, COLUMNS, TABLE, ClaimSkip, NewJob, Outcome, Store
+from ..types import ENDED_STATES
+from .base import (
+    BATCH_SHARED,
+    COLUMNS,
+    ENDED,
+    PRUNED_TABLE,
+    STEP_TABLE,
+    TABLE,
+    ClaimSkip,
+    NewJob,
+    Outcome,
+    Store,
+)
 from .event_rows import NOTIFY_CHANNEL as EVENTS_CHANNEL
 from .event_rows import TABLE as EVENTS_TABLE
 from .event_rows import WRITE_LOCK as EVENTS_WRITE_LOCK
@@ -210,6 +223,38 @@ class _PlanningCursor(ServerBindingCursor):
         return super().execute(query, params, prepare=False, **kw)
 
 
+# libpq options a worker sets on its connections unless the project's OPTIONS set them
+# (``Store.worker_connection_options``): without them a silent network (packets dropped, no
+# reset) holds a statement for the kernel's retransmissions (about 15 minutes), and an idle
+# connection, such as LISTEN's, never learns that the server went away. With them, bytes
+# unacknowledged for tcp_user_timeout fail the connection, and so do keepalives_count
+# unanswered probes on a connection that is idle or waiting on a reply (after 25 s), and a
+# connection attempt after connect_timeout; the worker then reconnects with backoff. A long
+# query on a healthy network is not cut short.
+SILENT_NETWORK_BOUNDS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,  # milliseconds
+    "connect_timeout": 10,
+}
+
+
+class _Listener:
+    """A LISTENing autocommit connection of its own (see ``base.Listener``)."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def wait(self, timeout: float) -> list[str]:
+        # stop_after=1: back as soon as one arrives; the others wait for the next call.
+        return [n.payload for n in self._connection.notifies(timeout=timeout, stop_after=1)]
+
+    def close(self) -> None:
+        self._connection.close()
+
+
 class PostgresStore(Store):
     vendor = "postgresql"
     insert_is_one_statement = True
@@ -283,6 +328,71 @@ class PostgresStore(Store):
         with self.connection.cursor() as cursor:
             for engine in sorted(engines):
                 cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, engine])
+
+    # -- capabilities (see Store) ---------------------------------------------------------------
+
+    supports_listen = True
+    supports_skip_locked = True
+    estimates_row_counts = True
+    inserts_events_in_one_statement = True
+    # NOTIFY wakes an idle worker at once: the poll is only the fallback for a lost one.
+    poll_interval_default = 2.0
+    worker_connection_options = SILENT_NETWORK_BOUNDS
+
+    def _listen(self, channel: str) -> _Listener:
+        db = self.connection
+        # A connection of its own, with the alias's settings: a LISTEN must outlive the
+        # transactions of the thread that waits on it.
+        connection = db.get_new_connection(db.get_connection_params())
+        try:
+            connection.autocommit = True
+            connection.execute(f"LISTEN {channel}")
+        except BaseException:
+            connection.close()
+            raise
+        return _Listener(connection)
+
+    def listen_for_jobs(self) -> _Listener:
+        return self._listen(CHANNEL)
+
+    def listen_for_events(self) -> _Listener:
+        return self._listen(EVENTS_CHANNEL)
+
+    def estimated_rows(self, model: type[Model]) -> int | None:
+        # pg_class.reltuples: kept fresh by autovacuum's ANALYZE; -1 when the table was never
+        # vacuumed or analyzed (then the caller counts).
+        rows = self.fetchall(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+            [self.connection.ops.quote_name(model._meta.db_table)],
+        )
+        return rows[0][0] if rows and rows[0][0] >= 0 else None
+
+    def prune_jobs(self, job_ids: list[int]) -> tuple[int, int]:
+        # One statement: the jobs, their steps, their children's link and the tally, all from
+        # the same snapshot. A child deleted in the same statement is not also unlinked (a row
+        # changed twice in one statement is an error); foreign keys are checked at commit.
+        # The steps and the children are looked up by the ids themselves (an index condition
+        # on job_id and parent_id), "gone" only filtering: the plan then rests on the ids
+        # given, not on the planner's guess of a CTE's rows. Measured: 37 ms for a batch of
+        # 2,000 jobs and 20,000 steps, 1.2 million steps in the table, both lookups on indexes.
+        if not job_ids:
+            return 0, 0
+        ids = list(job_ids)
+        rows = self.fetchall(
+            f"WITH gone AS (DELETE FROM {TABLE} WHERE id = ANY(%s) AND {ENDED} = ANY(%s) "
+            "RETURNING id, kind, state), "
+            f"steps AS (DELETE FROM {STEP_TABLE} WHERE job_id = ANY(%s) "
+            "AND job_id IN (SELECT id FROM gone) RETURNING 1), "
+            f"orphans AS (UPDATE {TABLE} SET parent_id = NULL WHERE parent_id = ANY(%s) "
+            "AND parent_id IN (SELECT id FROM gone) AND id NOT IN (SELECT id FROM gone)), "
+            f"tally AS (INSERT INTO {PRUNED_TABLE} (kind, state, count) "
+            "SELECT kind, state, COUNT(*) FROM gone GROUP BY kind, state "
+            f"ON CONFLICT (kind, state) DO UPDATE SET count = {PRUNED_TABLE}.count "
+            "+ excluded.count) "
+            "SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM steps)",
+            [ids, list(ENDED_STATES), ids, ids],
+        )
+        return rows[0][0], rows[0][1]
 
     def claim_statement(
         self,
