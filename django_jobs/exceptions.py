@@ -83,6 +83,16 @@ class InvalidPayload(JobsError, ValueError):
         self.errors = errors
 
 
+class PayloadTooLarge(InvalidPayload):
+    """The payload, as stored JSON, is over ``JOBS["MAX_PAYLOAD_BYTES"]``."""
+
+    code = "PAYLOAD_TOO_LARGE"
+
+    def __init__(self, message: str = "", *, size: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.size, self.limit = size, limit
+
+
 class InvalidResult(JobsError, ValueError):
     """A runner or a step returned a value that cannot be stored as JSON."""
 

@@ -7,7 +7,6 @@ schedule answers 404. State changes go through ``django_jobs.operations`` and ad
 
 from __future__ import annotations
 
-import json
 from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, ClassVar
@@ -37,6 +36,7 @@ from ..exceptions import (
     JobNotFound,
     NotCancellable,
     NotRetryable,
+    PayloadTooLarge,
     RetryNotAllowed,
 )
 from ..models import Job, Schedule
@@ -52,7 +52,7 @@ from ..serialize import (
     view_for,
 )
 from ..types import RETRYABLE_STATES, JobState
-from ..validation import key_problem, storable_text
+from ..validation import key_problem, storable_payload, storable_text
 from .errors import (
     ConflictError,
     InvalidRequestError,
@@ -151,21 +151,9 @@ def _user_rows(queryset: Any, user: Any) -> Any:
     return queryset if is_operator(user) else queryset.filter(owner_id=user.pk)
 
 
-def _payload_bytes(payload: Any) -> int:
-    return len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
-
-
-def _check_payload_size(payload: Any) -> None:
-    limit = jobs_settings.MAX_PAYLOAD_BYTES
-    if not limit:
-        return
-    size = _payload_bytes(payload)
-    if size > limit:
-        raise TooLargeError(
-            f"The payload is {size} bytes; the limit is {limit} "
-            '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.',
-            code="PAYLOAD_TOO_LARGE",
-        )
+def _too_large(exc: PayloadTooLarge) -> TooLargeError:
+    """The payload-size refusal (``validation.check_payload_size``) as the API's 413."""
+    return TooLargeError(exc.message, code="PAYLOAD_TOO_LARGE")
 
 
 def _payload_error(exc: InvalidPayload) -> InvalidRequestError:
@@ -293,7 +281,6 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise KindNotAllowedError()
         assert handle is not None
         payload = data.get("payload")
-        _check_payload_size(payload)
         # With OUTBOX "required" enqueue needs a transaction around it; otherwise it runs its
         # own short one, which also stores job.created with the job (so that event reaches
         # clients before job.started).
@@ -313,6 +300,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
                     delay=data.get("delay"),
                     idempotency_key=data["idempotency_key"],
                 )
+        except PayloadTooLarge as exc:
+            raise _too_large(exc) from None
         except InvalidPayload as exc:
             raise _payload_error(exc) from None
         except InvalidDuration as exc:
@@ -609,9 +598,11 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
 
     @staticmethod
     def _check_payload(handle: JobHandle, payload: Any) -> None:
-        _check_payload_size(payload)
         try:
+            storable_payload(payload, what=f"payload of {handle.kind!r}")
             handle.validate_payload(payload)
+        except PayloadTooLarge as exc:
+            raise _too_large(exc) from None
         except InvalidPayload as exc:
             raise _payload_error(exc) from None
 
