@@ -123,6 +123,16 @@ class NotRetryable(JobsError):
     code = "NOT_RETRYABLE"
 
 
+class UnknownStep(NotRetryable):
+    """retry(from_step=...) names a step the job does not have."""
+
+    def __init__(
+        self, message: str = "", *, step: str = "", steps: list[str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.step, self.steps = step, list(steps or [])
+
+
 class RetryNotAllowed(JobsError, PermissionError):
     """retry() by a user who may not retry this job, or not from a step."""
 

@@ -38,6 +38,7 @@ from ..exceptions import (
     NotRetryable,
     PayloadTooLarge,
     RetryNotAllowed,
+    UnknownStep,
 )
 from ..models import Job, Schedule
 from ..observability.stats import queue_stats
@@ -51,7 +52,7 @@ from ..serialize import (
     member_view,
     view_for,
 )
-from ..types import RETRYABLE_STATES, JobState
+from ..types import JobState
 from ..validation import key_problem, storable_payload, storable_text
 from .errors import (
     ConflictError,
@@ -385,17 +386,6 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             operations.check_retry(request.user, job, from_step, children=children)
         except RetryNotAllowed as exc:
             raise RetryNotAllowedError(exc.message) from None
-        if (
-            from_step is not None
-            and job.state in RETRYABLE_STATES
-            and not job.steps.filter(name=from_step).exists()
-        ):
-            names = ", ".join(job.steps.values_list("name", flat=True)) or "none"
-            raise InvalidRequestError(
-                errors={
-                    "from_step": [f"Job #{job.pk} has no step {from_step!r}; its steps: {names}."]
-                }
-            )
         try:
             return Response(
                 _as_seen_by(
@@ -407,6 +397,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             )
         except RetryNotAllowed as exc:
             raise RetryNotAllowedError(exc.message) from None
+        except UnknownStep as exc:  # a field error: the body names a step the job lacks
+            raise InvalidRequestError(errors={"from_step": [exc.message]}) from None
         except (NotRetryable, JobDuplicate) as exc:
             raise ConflictError(exc.message, code=exc.code) from None
         except JobNotFound as exc:
