@@ -110,6 +110,17 @@ class InvalidSchedule(JobsError, ValueError):
 
     code = "INVALID_SCHEDULE"
 
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        super().__init__(message)
+        #: The schedule field at fault ("cron", "tz", "name", ...), when one is.
+        self.field = field
+
+
+class ScheduleNotAllowed(JobsError, PermissionError):
+    """A user may not schedule this kind (or it does not exist), or not for this owner."""
+
+    code = "SCHEDULE_NOT_ALLOWED"
+
 
 class Cancelled(JobsError):
     """Cancellation of this job was requested."""
