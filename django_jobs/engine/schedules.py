@@ -45,7 +45,7 @@ from .cron import CATCH_UP_CHOICES
 
 logger = logging.getLogger("django_jobs.scheduler")
 
-#: What ``update`` may change (``create`` takes the same, and ``owner``).
+#: The fields ``create`` takes and ``update`` may change.
 EDITABLE = ("name", "cron", "tz", "kind", "payload", "catch_up", "enabled", "owner")
 NAME_LENGTH: int = Schedule._meta.get_field("name").max_length or 200
 
