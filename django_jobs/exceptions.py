@@ -83,6 +83,16 @@ class InvalidPayload(JobsError, ValueError):
         self.errors = errors
 
 
+class PayloadTooLarge(InvalidPayload):
+    """The payload, as stored JSON, is over ``JOBS["MAX_PAYLOAD_BYTES"]``."""
+
+    code = "PAYLOAD_TOO_LARGE"
+
+    def __init__(self, message: str = "", *, size: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.size, self.limit = size, limit
+
+
 class InvalidResult(JobsError, ValueError):
     """A runner or a step returned a value that cannot be stored as JSON."""
 
@@ -100,6 +110,17 @@ class InvalidSchedule(JobsError, ValueError):
 
     code = "INVALID_SCHEDULE"
 
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        super().__init__(message)
+        #: The schedule field at fault ("cron", "tz", "name", ...), when one is.
+        self.field = field
+
+
+class ScheduleNotAllowed(JobsError, PermissionError):
+    """A user may not schedule this kind (or it does not exist), or not for this owner."""
+
+    code = "SCHEDULE_NOT_ALLOWED"
+
 
 class Cancelled(JobsError):
     """Cancellation of this job was requested."""
@@ -111,6 +132,16 @@ class NotRetryable(JobsError):
     """retry() of a job in a state that cannot be retried."""
 
     code = "NOT_RETRYABLE"
+
+
+class UnknownStep(NotRetryable):
+    """retry(from_step=...) names a step the job does not have."""
+
+    def __init__(
+        self, message: str = "", *, step: str = "", steps: list[str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.step, self.steps = step, list(steps or [])
 
 
 class RetryNotAllowed(JobsError, PermissionError):

@@ -18,6 +18,7 @@ from .exceptions import (
     NotRetryable,
     RetryNotAllowed,
     UnknownEngine,
+    UnknownStep,
 )
 from .models import Job, JobStep
 from .observability.stats import queue_stats
@@ -196,15 +197,28 @@ def _retry_children(job: Job, alias: str, seen: set[int]) -> int:
     return len(kids)
 
 
-def _reset_steps_from(job: Job, name: str, alias: str) -> None:
-    steps = list(JobStep.objects.using(alias).filter(job=job).order_by("seq", "id"))
+def check_from_step(job: Job, name: str) -> list[JobStep]:
+    """The steps of ``job`` from ``name`` on, in the order they ran; ``UnknownStep`` if it has
+    no step of that name. The one check of ``from_step``, whichever surface asks."""
+    steps = list(
+        JobStep.objects.using(jobs_settings.DATABASE).filter(job=job).order_by("seq", "id")
+    )
     names = [s.name for s in steps]
     if name not in names:
-        raise NotRetryable(
-            f"Job #{job.pk} has no step {name!r}; its steps are: {', '.join(names) or 'none'}."
+        listed = ", ".join(repr(n) for n in names)
+        hint = (
+            f"its steps, in the order they ran: {listed}. Retry from one of them, or without "
+            "from_step"
+            if names
+            else "it has no stored steps. Retry it without from_step"
         )
-    index = names.index(name)
-    JobStep.objects.using(alias).filter(pk__in=[s.pk for s in steps[index:]]).delete()
+        raise UnknownStep(f"Job #{job.pk} has no step {name!r}; {hint}.", step=name, steps=names)
+    return steps[names.index(name) :]
+
+
+def _reset_steps_from(job: Job, name: str, alias: str) -> None:
+    forgotten = check_from_step(job, name)
+    JobStep.objects.using(alias).filter(pk__in=[s.pk for s in forgotten]).delete()
 
 
 def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, Any]:

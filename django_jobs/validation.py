@@ -8,6 +8,9 @@ must be text both databases hold and every reader can print:
 * no lone surrogate (``"\\ud800"``): it is not Unicode text, UTF-8 cannot encode it, so a row
   holding one breaks every page that renders it.
 
+``storable_payload`` adds the size limit (``JOBS["MAX_PAYLOAD_BYTES"]``) for payloads: the one
+size check of admission, of schedules, and of the API (which answers 413 for it).
+
 ``storable_json`` applies it at admission and write time (API, ``enqueue``/``enqueue_many``/
 ``as_user``, CLI, admin, schedules, ``emit``, the Tasks backend, runner results and step
 values). ``check_key`` does the same for idempotency keys, which also refuse control
@@ -22,7 +25,8 @@ import json
 import re
 from typing import Any
 
-from .exceptions import InvalidPayload
+from .conf import jobs_settings
+from .exceptions import InvalidPayload, PayloadTooLarge
 
 #: The deepest nesting stored JSON may have: ``[[1]]`` is 2 levels.
 MAX_DEPTH = 64
@@ -67,6 +71,37 @@ def storable_json(value: Any, *, what: str) -> str:
     # Each level opens a bracket: with few brackets the value cannot be too deep.
     if text.count("[") + text.count("{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
         raise InvalidPayload(_too_deep(what))
+    return text
+
+
+def payload_limit() -> int | None:
+    """The most bytes a payload's stored JSON may take (``JOBS["MAX_PAYLOAD_BYTES"]``);
+    ``None`` when payloads are not limited (the setting is ``None`` or 0)."""
+    limit = jobs_settings.MAX_PAYLOAD_BYTES
+    return int(limit) if limit else None
+
+
+def check_payload_size(text: str, *, what: str = "payload") -> None:
+    """Raise ``PayloadTooLarge`` when ``text`` (a payload's JSON, as ``storable_json`` writes
+    it) is over ``payload_limit()`` bytes as stored (UTF-8)."""
+    limit = payload_limit()
+    if limit is None or len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
+        return
+    size = len(text) if text.isascii() else len(text.encode())
+    if size > limit:
+        raise PayloadTooLarge(
+            f"The {what} is {size} bytes as JSON; the limit is {limit} "
+            '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.',
+            size=size,
+            limit=limit,
+        )
+
+
+def storable_payload(value: Any, *, what: str = "payload") -> str:
+    """``storable_json`` for a payload: its JSON text, also refused (``PayloadTooLarge``) when
+    over ``JOBS["MAX_PAYLOAD_BYTES"]``."""
+    text = storable_json(value, what=what)
+    check_payload_size(text, what=what)
     return text
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -16,18 +15,21 @@ from django.utils.safestring import SafeString
 
 from .. import clock
 from ..conf import jobs_settings
-from ..engine import cron as cron_rules
-from ..exceptions import InvalidPayload, InvalidSchedule
+from ..engine import schedules
+from ..exceptions import InvalidPayload, InvalidSchedule, JobsError
 from ..models import Schedule
 from ..permissions import is_operator
-from ..registry import all_handles, get
+from ..registry import get
 from .display import EMPTY
 
 DECLARED_FIELDS = ("name", "cron", "tz", "kind", "payload", "catch_up")
 
 
 class ScheduleForm(forms.ModelForm):
-    catch_up = forms.ChoiceField(choices=[(c, c) for c in cron_rules.CATCH_UP_CHOICES])
+    """Each field is judged by the schedule service's check (``engine.schedules``), the one
+    the API and ``schedule(...)`` use."""
+
+    catch_up = forms.ChoiceField(choices=[(c, c) for c in schedules.CATCH_UP_CHOICES])
 
     class Meta:
         model = Schedule
@@ -38,44 +40,40 @@ class ScheduleForm(forms.ModelForm):
             "owner": "Jobs this schedule fires are owned by this user (optional).",
         }
 
-    def clean_cron(self) -> str:
+    def _checked(self, check: Any, field: str) -> Any:
         try:
-            return cron_rules.validate_cron(self.cleaned_data["cron"])
-        except InvalidSchedule as exc:
+            return check(self.cleaned_data[field])
+        except JobsError as exc:
             raise ValidationError(exc.message) from None
+
+    def clean_name(self) -> str:
+        return self._checked(schedules.check_name, "name")
+
+    def clean_cron(self) -> str:
+        return self._checked(schedules.check_cron, "cron")
 
     def clean_tz(self) -> str:
-        try:
-            cron_rules.validate_tz(self.cleaned_data["tz"])
-        except InvalidSchedule as exc:
-            raise ValidationError(exc.message) from None
-        return self.cleaned_data["tz"]
+        return self._checked(schedules.check_tz, "tz")
 
     def clean_kind(self) -> str:
-        kind = self.cleaned_data["kind"]
-        if get(kind) is None:
-            known = ", ".join(sorted(h.kind for h in all_handles())[:20]) or "none"
-            raise ValidationError(
-                f"No job kind {kind!r} is registered; pick one the code defines ({known})."
-            )
-        return kind
+        return self._checked(schedules.schedulable, "kind").kind
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         handle = get(data.get("kind") or "")
         if handle is not None and "payload" in data:
             try:
-                handle.validate_payload(data["payload"])
+                schedules.check_payload(handle, data["payload"])
             except InvalidPayload as exc:
                 self.add_error("payload", exc.message)
         return data
 
 
-def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
-    if not schedule.enabled:
-        return None
-    runs = cron_rules.next_runs(schedule.cron, schedule.tz, now, 1)
-    return runs[0] if runs else None
+def _fill(obj: Schedule, row: Schedule) -> None:
+    """Copy a row the service saved onto the admin's object (the admin goes on with it)."""
+    for field in Schedule._meta.concrete_fields:
+        setattr(obj, field.attname, getattr(row, field.attname))
+    obj._state.adding, obj._state.db = False, row._state.db
 
 
 @admin.register(Schedule)
@@ -138,7 +136,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         if not schedule.enabled or not schedule.pk:
             return EMPTY
         try:
-            runs = cron_rules.next_runs(schedule.cron, schedule.tz, clock.now(), 5)
+            runs = schedules.upcoming(schedule, clock.now(), 5)
         except InvalidSchedule as exc:
             return exc.message
         return format_html_join(
@@ -146,59 +144,41 @@ class ScheduleAdmin(admin.ModelAdmin):
         )
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
-        alias = jobs_settings.DATABASE
-        now = clock.now()
+        # The form checked every field with the service's checks; the service checks them
+        # again and owns the write (next run, catch-up watermark, pause reason).
         if not change:
-            # Occurrences count from now on: a new schedule never fires for the past.
-            obj.synced_at = obj.checked_until = now
-            obj.next_run_at = _next_run(obj, now)
-            obj.save(using=alias)
+            _fill(obj, schedules.create(**{f: form.cleaned_data[f] for f in schedules.EDITABLE}))
             return
-        changed = set(form.changed_data)
-        if {"cron", "tz", "enabled"} & changed:
-            obj.next_run_at = _next_run(obj, now)
-            changed.add("next_run_at")
-            if obj.enabled:
-                # A resumed or re-timed schedule fires from now on: the pause, or the old
-                # timing, is not "missed" for catch_up.
-                obj.checked_until = now
-                changed.add("checked_until")
-                if obj.paused_reason:
-                    obj.paused_reason = None
-                    changed.add("paused_reason")
-        if changed:
-            # Only the fields changed here: the scheduler writes the others concurrently.
-            obj.save(using=alias, update_fields=sorted(changed))
+        current = self.get_queryset(request).get(pk=obj.pk)
+        changes = {f: form.cleaned_data[f] for f in form.changed_data}
+        _fill(obj, schedules.update(current, changes))
+
+    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
+        schedules.delete(obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        declared = list(queryset.filter(declared=True).values_list("name", flat=True))
-        if declared:
+        kept = schedules.delete_many(queryset)
+        if kept:
             self.message_user(
                 request,
-                f"Declared schedules are kept: {', '.join(declared)}. They come from code; remove "
+                f"Declared schedules are kept: {', '.join(kept)}. They come from code; remove "
                 "the schedule(...) call to retire one, or pause it here.",
                 messages.WARNING,
             )
-        super().delete_queryset(request, queryset.filter(declared=False))
 
     @admin.action(description="Pause the selected schedules", permissions=["operate"])
     def pause_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        count = queryset.filter(enabled=True).update(enabled=False, next_run_at=None)
+        count = schedules.pause_many(queryset)
         self.message_user(request, f"{count} schedule(s) paused.", messages.SUCCESS)
 
     @admin.action(description="Resume the selected schedules", permissions=["operate"])
     def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        now, count = clock.now(), 0
+        count = 0
         for schedule in queryset.filter(enabled=False):
-            schedule.enabled, schedule.checked_until, schedule.paused_reason = True, now, None
             try:
-                schedule.next_run_at = _next_run(schedule, now)
-            except InvalidSchedule as exc:
+                schedules.resume(schedule)
+            except JobsError as exc:
                 self.message_user(request, f"{schedule.name}: {exc.message}", messages.ERROR)
                 continue
-            schedule.save(
-                using=jobs_settings.DATABASE,
-                update_fields=["enabled", "checked_until", "next_run_at", "paused_reason"],
-            )
             count += 1
         self.message_user(request, f"{count} schedule(s) resumed.", messages.SUCCESS)

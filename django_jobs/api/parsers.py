@@ -9,9 +9,8 @@ from typing import Any
 from django.conf import settings
 from rest_framework.parsers import JSONParser
 
-from ..conf import jobs_settings
 from ..exceptions import InvalidPayload
-from ..validation import MAX_DEPTH, key_problem, storable_json, storable_text
+from ..validation import MAX_DEPTH, key_problem, payload_limit, storable_json, storable_text
 from .errors import InvalidRequestError, TooLargeError
 
 #: Room for the fields around the payload (kind, run_at, idempotency_key, ...).
@@ -20,9 +19,9 @@ ENVELOPE_BYTES = 16 * 1024
 
 def body_limit() -> int | None:
     """The largest body the API reads: the payload limit plus the envelope, in bytes."""
-    limit = jobs_settings.MAX_PAYLOAD_BYTES
-    if limit:
-        return int(limit) + ENVELOPE_BYTES
+    limit = payload_limit()
+    if limit is not None:
+        return limit + ENVELOPE_BYTES
     fallback = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
     return int(fallback) if fallback else None
 

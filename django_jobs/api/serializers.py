@@ -18,7 +18,7 @@ from rest_framework import serializers
 
 from .. import clock
 from ..durations import parse_duration
-from ..engine import cron as cron_rules
+from ..engine import schedules
 from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..models import Job, Schedule
@@ -400,11 +400,10 @@ class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         models.DateTimeField: IsoDateTimeField,
     }
 
-    catch_up = serializers.ChoiceField(choices=list(cron_rules.CATCH_UP_CHOICES), required=False)
+    catch_up = serializers.ChoiceField(choices=list(schedules.CATCH_UP_CHOICES), required=False)
     payload = serializers.JSONField(required=False, allow_null=True, default=None)
     name = StrictCharField(
-        max_length=200,
-        validators=[_valid_key],
+        max_length=schedules.NAME_LENGTH,
         help_text="Unique among your own schedules (no control characters).",
     )
     kind = StrictCharField(max_length=200, help_text="The kind each occurrence enqueues.")
@@ -444,15 +443,21 @@ class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         fields["owner"] = owner_field(read_only=True, allow_null=True, source="owner_id")
         return fields
 
+    # Each field is judged by the schedule service's own check (``engine.schedules``), the
+    # one the admin's form and ``schedule(...)`` use; here per field, so that every bad field
+    # of a body is listed at once.
+    def validate_name(self, value: str) -> str:
+        return _schedule_check(schedules.check_name, value)
+
     def validate_cron(self, value: str) -> str:
-        try:
-            return cron_rules.validate_cron(value)
-        except InvalidSchedule as exc:
-            raise serializers.ValidationError(exc.message) from None
+        return _schedule_check(schedules.check_cron, value)
 
     def validate_tz(self, value: str) -> str:
-        try:
-            cron_rules.validate_tz(value)
-        except InvalidSchedule as exc:
-            raise serializers.ValidationError(exc.message) from None
-        return value
+        return _schedule_check(schedules.check_tz, value)
+
+
+def _schedule_check(check: Any, value: Any) -> Any:
+    try:
+        return check(value)
+    except InvalidSchedule as exc:
+        raise serializers.ValidationError(exc.message) from None

@@ -7,12 +7,11 @@ schedule answers 404. State changes go through ``django_jobs.operations`` and ad
 
 from __future__ import annotations
 
-import json
-from contextlib import nullcontext
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.generators import SchemaGenerator
@@ -26,9 +25,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
-from .. import __version__, clock, operations
+from .. import __version__, operations
 from ..conf import jobs_settings
-from ..engine import cron as cron_rules
+from ..engine import schedules
 from ..exceptions import (
     InvalidDuration,
     InvalidPayload,
@@ -37,12 +36,15 @@ from ..exceptions import (
     JobNotFound,
     NotCancellable,
     NotRetryable,
+    PayloadTooLarge,
     RetryNotAllowed,
+    ScheduleNotAllowed,
+    UnknownStep,
 )
 from ..models import Job, Schedule
 from ..observability.stats import queue_stats
-from ..permissions import can_schedule, can_submit, is_operator
-from ..registry import JobHandle, all_handles, get
+from ..permissions import can_submit, is_operator
+from ..registry import all_handles, get
 from ..serialize import (
     View,
     attach_children,
@@ -51,7 +53,7 @@ from ..serialize import (
     member_view,
     view_for,
 )
-from ..types import RETRYABLE_STATES, JobState
+from ..types import JobState
 from ..validation import key_problem, storable_text
 from .errors import (
     ConflictError,
@@ -151,21 +153,9 @@ def _user_rows(queryset: Any, user: Any) -> Any:
     return queryset if is_operator(user) else queryset.filter(owner_id=user.pk)
 
 
-def _payload_bytes(payload: Any) -> int:
-    return len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
-
-
-def _check_payload_size(payload: Any) -> None:
-    limit = jobs_settings.MAX_PAYLOAD_BYTES
-    if not limit:
-        return
-    size = _payload_bytes(payload)
-    if size > limit:
-        raise TooLargeError(
-            f"The payload is {size} bytes; the limit is {limit} "
-            '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.',
-            code="PAYLOAD_TOO_LARGE",
-        )
+def _too_large(exc: PayloadTooLarge) -> TooLargeError:
+    """The payload-size refusal (``validation.check_payload_size``) as the API's 413."""
+    return TooLargeError(exc.message, code="PAYLOAD_TOO_LARGE")
 
 
 def _payload_error(exc: InvalidPayload) -> InvalidRequestError:
@@ -293,7 +283,6 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise KindNotAllowedError()
         assert handle is not None
         payload = data.get("payload")
-        _check_payload_size(payload)
         # With OUTBOX "required" enqueue needs a transaction around it; otherwise it runs its
         # own short one, which also stores job.created with the job (so that event reaches
         # clients before job.started).
@@ -313,6 +302,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
                     delay=data.get("delay"),
                     idempotency_key=data["idempotency_key"],
                 )
+        except PayloadTooLarge as exc:
+            raise _too_large(exc) from None
         except InvalidPayload as exc:
             raise _payload_error(exc) from None
         except InvalidDuration as exc:
@@ -396,17 +387,6 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             operations.check_retry(request.user, job, from_step, children=children)
         except RetryNotAllowed as exc:
             raise RetryNotAllowedError(exc.message) from None
-        if (
-            from_step is not None
-            and job.state in RETRYABLE_STATES
-            and not job.steps.filter(name=from_step).exists()
-        ):
-            names = ", ".join(job.steps.values_list("name", flat=True)) or "none"
-            raise InvalidRequestError(
-                errors={
-                    "from_step": [f"Job #{job.pk} has no step {from_step!r}; its steps: {names}."]
-                }
-            )
         try:
             return Response(
                 _as_seen_by(
@@ -418,6 +398,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             )
         except RetryNotAllowed as exc:
             raise RetryNotAllowedError(exc.message) from None
+        except UnknownStep as exc:  # a field error: the body names a step the job lacks
+            raise InvalidRequestError(errors={"from_step": [exc.message]}) from None
         except (NotRetryable, JobDuplicate) as exc:
             raise ConflictError(exc.message, code=exc.code) from None
         except JobNotFound as exc:
@@ -553,90 +535,40 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
     def create(self, request: Request) -> Response:
         body = ScheduleSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        handle = self._allowed_handle(data["kind"])
-        self._check_payload(handle, data.get("payload"))
-        now = clock.now()
-        # Occurrences count from now on: a new schedule never fires for the past.
-        schedule = Schedule(**data, owner_id=request.user.pk, synced_at=now, checked_until=now)
-        schedule.next_run_at = _next_run(schedule, now)
-        self._save(schedule)
+        user = request.user
+        with _schedule_refusals():
+            schedule = schedules.create(**body.validated_data, owner=user, by=user)
         return Response(ScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         schedule = self.get_object()
         body = ScheduleSerializer(schedule, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        pausing_only = set(data) <= {"enabled"} and not data.get("enabled", False)
-        if not pausing_only:
-            # Pausing is always allowed to whoever sees the schedule; anything else needs the
-            # right to schedule the (possibly new) kind.
-            handle = self._allowed_handle(data.get("kind", schedule.kind))
-            if "payload" in data or "kind" in data:
-                self._check_payload(handle, data.get("payload", schedule.payload))
-        resumed = data.get("enabled") is True and not schedule.enabled
-        for name, value in data.items():
-            setattr(schedule, name, value)
-        changed = set(data)
-        if resumed and schedule.paused_reason:
-            schedule.paused_reason = None
-            changed.add("paused_reason")
-        if {"cron", "tz", "enabled"} & changed:
-            now = clock.now()
-            schedule.next_run_at = _next_run(schedule, now)
-            changed.add("next_run_at")
-            if resumed or {"cron", "tz"} & changed:
-                # A resumed or re-timed schedule fires from now on: the time it was paused,
-                # or its old timing, is not "missed" for catch_up.
-                schedule.checked_until = now
-                changed.add("checked_until")
-        # Only the fields changed here: the scheduler writes the others concurrently.
-        self._save(schedule, update_fields=sorted(changed))
+        with _schedule_refusals():
+            schedules.update(schedule, body.validated_data, by=request.user)
         return Response(ScheduleSerializer(schedule).data)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:
         schedule = self.get_object()
-        schedule.delete(using=jobs_settings.DATABASE)
+        with _schedule_refusals():
+            schedules.delete(schedule, by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    def _allowed_handle(self, kind: str) -> JobHandle:
-        handle = get(kind)
-        if not can_schedule(self.request.user, handle):
-            raise KindNotAllowedError()
-        assert handle is not None
-        return handle
 
-    @staticmethod
-    def _check_payload(handle: JobHandle, payload: Any) -> None:
-        _check_payload_size(payload)
-        try:
-            handle.validate_payload(payload)
-        except InvalidPayload as exc:
-            raise _payload_error(exc) from None
-
-    @staticmethod
-    def _save(schedule: Schedule, update_fields: list[str] | None = None) -> None:
-        if update_fields == []:
-            return
-        try:
-            with transaction.atomic(using=jobs_settings.DATABASE):
-                schedule.save(using=jobs_settings.DATABASE, update_fields=update_fields)
-        except IntegrityError:
-            # Names are unique per owner: this names only the caller's own schedules.
-            raise InvalidRequestError(
-                errors={"name": ["You already have a schedule with this name; pick another."]}
-            ) from None
-
-
-def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
-    if not schedule.enabled:
-        return None
+@contextmanager
+def _schedule_refusals() -> Iterator[None]:
+    """The schedule service's refusals (``engine.schedules``) as the API's errors."""
     try:
-        runs = cron_rules.next_runs(schedule.cron, schedule.tz, now, 1)
+        yield
+    except ScheduleNotAllowed:
+        # One body for a kind that does not exist and one the caller may not schedule.
+        raise KindNotAllowedError() from None
+    except PayloadTooLarge as exc:
+        raise _too_large(exc) from None
+    except InvalidPayload as exc:
+        raise _payload_error(exc) from None
     except InvalidSchedule as exc:
-        raise InvalidRequestError(errors={"cron": [exc.message]}) from None
-    return runs[0] if runs else None
+        raise InvalidRequestError(errors={exc.field or "non_field_errors": [exc.message]}) from None
 
 
 @csrf_exempt

@@ -18,9 +18,9 @@ from django.db import transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
-from ..engine.cron import next_runs
 from ..engine.maintenance import DEFAULT_BATCH_SIZE, PruneResult, expired
 from ..engine.maintenance import prune as prune_jobs
+from ..engine.schedules import upcoming
 from ..exceptions import (
     InvalidDuration,
     InvalidPayload,
@@ -165,11 +165,10 @@ def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, A
             "next_runs": [],
             "error": None,
         }
-        if item.enabled:
-            try:
-                row["next_runs"] = [_iso(t) for t in next_runs(item.cron, item.tz, now, runs)]
-            except InvalidSchedule as exc:
-                row["error"] = exc.message
+        try:
+            row["next_runs"] = [_iso(t) for t in upcoming(item, now, runs)]
+        except InvalidSchedule as exc:
+            row["error"] = exc.message
         rows.append(row)
     return rows
 

@@ -12,10 +12,10 @@ from django.db import DatabaseError, connections, transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
-from ..exceptions import InvalidDuration, InvalidPayload, JobDuplicate, OutboxNoTransaction
+from ..exceptions import InvalidDuration, JobDuplicate, OutboxNoTransaction
 from ..models import Job
 from ..store import NewJob, Store, get_store
-from ..validation import check_key, check_label
+from ..validation import check_key, check_label, storable_payload
 from ..validation import storable_json as ensure_json
 from .publish import publish_all_after_commit
 
@@ -224,13 +224,7 @@ def _new_job(
     priority: int | None,
     idempotency_key: str | None,
 ) -> NewJob:
-    text = ensure_json(payload, what=f"payload of {handle.kind!r}")
-    limit = jobs_settings.MAX_PAYLOAD_BYTES
-    if limit and len(text.encode()) > limit:
-        raise InvalidPayload(
-            f"The payload of {handle.kind!r} is {len(text.encode())} bytes; the limit is {limit} "
-            '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.'
-        )
+    text = storable_payload(payload, what=f"payload of {handle.kind!r}")
     # Without an input serializer validation is the JSON check just made: skip a second dump.
     validated = payload if handle.input is None else handle.validate_payload(payload)
     captured = captured_json = None

@@ -482,6 +482,36 @@ def test_schedule_form_checks_cron_tz_kind_and_payload(operator, frozen):
     assert row.next_run_at == datetime(2026, 3, 2, 23, 0, tzinfo=UTC)  # midnight in Paris
 
 
+def test_schedule_form_judges_name_and_payload_size_as_the_api_does(operator, frozen, settings):
+    """The form's checks are the schedule service's: the same rules, the same messages."""
+    settings.JOBS = {**settings.JOBS, "MAX_PAYLOAD_BYTES": 50}
+    client = signed_in(operator)
+    for fields, message in [
+        ({"name": "a\x07b"}, "The schedule name holds the character U+0007"),
+        ({"payload": '{"pad": "' + "x" * 60 + '"}'}, "bytes as JSON; the limit is 50"),
+    ]:
+        response = client.post(f"{SCHEDULES}add/", form(**fields))
+        errors = "".join(
+            re.findall(r'<ul class="errorlist.*?</ul>', response.content.decode(), re.S)
+        )
+        assert message in errors, (fields, errors)
+    assert Schedule.objects.count() == 0
+
+
+def test_resume_refuses_a_schedule_whose_kind_is_gone(operator, frozen):
+    row = Schedule.objects.create(
+        name="orphan", cron="0 3 * * *", tz="UTC", kind="gone.kind", enabled=False
+    )
+    client = signed_in(operator)
+    response = client.post(
+        SCHEDULES, {"action": "resume_schedules", "_selected_action": [row.pk]}, follow=True
+    )
+    html = response.content.decode()  # the admin capitalizes a message
+    assert "Orphan: No job kind &#x27;gone.kind&#x27; is registered" in html
+    assert "0 schedule(s) resumed." in html
+    assert Schedule.objects.get(pk=row.pk).enabled is False
+
+
 def test_pause_and_resume_schedules(operator, frozen):
     rows = [
         Schedule.objects.create(

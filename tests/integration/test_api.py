@@ -177,6 +177,26 @@ def test_oversized_payload_is_413(member, settings):
     assert Job.objects.count() == 0
 
 
+def test_the_api_and_admission_measure_a_payload_alike(member, settings):
+    """One check (``validation.storable_payload``): the stored JSON in UTF-8 bytes, so a
+    payload admission takes is never a 413, and the refusal is admission's own message."""
+    from django_jobs import InvalidPayload
+    from django_jobs.registry import lookup
+
+    settings.JOBS = {**settings.JOBS, "MAX_PAYLOAD_BYTES": 1000}
+    fits = {"name": "é" * 490}  # 991 bytes stored; 2,951 once ASCII-escaped
+    assert submit(member, {"kind": "demo.hello", "payload": fits}).status_code == 201
+    over = {"name": "é" * 500}  # 1,011 bytes stored
+    response = submit(member, {"kind": "demo.hello", "payload": over})
+    assert response.status_code == 413
+    with pytest.raises(InvalidPayload) as refused:
+        lookup("demo.hello").enqueue(over)
+    assert response.json() == {"code": "PAYLOAD_TOO_LARGE", "message": refused.value.message}
+    schedule = {**SCHEDULE, "payload": {"title": "é" * 600}}
+    response = member.post("/api/jobs/schedules/", schedule, format="json")
+    assert response.status_code == 413 and response.json()["code"] == "PAYLOAD_TOO_LARGE"
+
+
 def test_body_must_be_json(member):
     broken = member.post("/api/jobs/", b"{nope", content_type="application/json")
     assert broken.status_code == 400

@@ -126,3 +126,44 @@ def test_the_decoder_repairs_old_rows():
     deep = "[" * 100 + "]" * 100
     assert decode(deep) == deep
     assert decode('["[[[", 1]') == ["[[[", 1]
+
+
+# --- the payload size limit: one check for admission, schedules and the API ----------------
+
+
+STORABLE_TEXT = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
+
+
+@given(
+    value=st.text(STORABLE_TEXT, max_size=80) | st.lists(st.text(STORABLE_TEXT, max_size=10)),
+    limit=st.integers(min_value=1, max_value=400),
+)
+def test_a_payload_is_refused_exactly_when_its_stored_json_is_over_the_limit(value, limit):
+    from django.test import override_settings
+
+    from django_jobs.exceptions import PayloadTooLarge
+    from django_jobs.validation import storable_payload
+
+    stored = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    with override_settings(JOBS={"MAX_PAYLOAD_BYTES": limit}):
+        if len(stored) <= limit:
+            assert storable_payload(value).encode() == stored
+            return
+        with pytest.raises(PayloadTooLarge) as refused:
+            storable_payload(value, what="payload of 'x'")
+    assert (refused.value.size, refused.value.limit) == (len(stored), limit)
+    assert refused.value.message == (
+        f"The payload of 'x' is {len(stored)} bytes as JSON; the limit is {limit} "
+        '(JOBS["MAX_PAYLOAD_BYTES"]). Store large data elsewhere and pass a reference.'
+    )
+
+
+def test_no_limit_when_the_setting_is_none_or_zero():
+    from django.test import override_settings
+
+    from django_jobs.validation import payload_limit, storable_payload
+
+    for setting in (None, 0):
+        with override_settings(JOBS={"MAX_PAYLOAD_BYTES": setting}):
+            assert payload_limit() is None
+            assert storable_payload("x" * 300_000) == '"' + "x" * 300_000 + '"'
