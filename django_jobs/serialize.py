@@ -19,7 +19,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -294,7 +294,7 @@ def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[
 
     source = f"def job_text(job):\n    return f'{object_source(fields, '_f')}'\n"
     exec(compile(source, "<django_jobs job_text>", "exec"), namespace)
-    return namespace["job_text"]  # type: ignore[no-any-return]
+    return namespace["job_text"]
 
 
 #: ``job_text(job)``: the operator's job JSON text without payload and result (the events').

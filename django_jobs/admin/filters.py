@@ -23,7 +23,8 @@ class _DeclaredValuesFilter(admin.SimpleListFilter):
         raise NotImplementedError
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        values = self.declared() | ({self.value()} if self.value() else set())
+        chosen = self.value()
+        values = self.declared() | ({chosen} if chosen else set())
         return [(v, v) for v in sorted(values)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:

@@ -257,9 +257,10 @@ class JobAdmin(admin.ModelAdmin):
             )
         flow = throughput(THROUGHPUT_MINUTES)
         peak = max((b["ended"] for b in flow["minutes"]), default=0)
+        local = timezone.template_localtime  # type: ignore[attr-defined]  # not in the stubs
         for bucket in flow["minutes"]:
             bucket["label"] = formats.time_format(
-                timezone.template_localtime(datetime.fromisoformat(bucket["minute"])), "H:i"
+                local(datetime.fromisoformat(bucket["minute"])), "H:i"
             )
         latency = stats["pickup_latency_ms"]
         ages = [e["oldest_due_age_s"] for e in stats["queues"] if e["oldest_due_age_s"] is not None]
@@ -332,9 +333,12 @@ class JobAdmin(admin.ModelAdmin):
             JobStep.objects.using(jobs_settings.DATABASE).filter(job=job).order_by("seq", "id")
         )
         for step in steps:
-            step.badge = state_badge(step.state)
-            step.started = timestamp(step.started_at)
-            step.ended = timestamp(step.ended_at)
+            # What the template shows beside the step's own fields.
+            vars(step).update(
+                badge=state_badge(step.state),
+                started=timestamp(step.started_at),
+                ended=timestamp(step.ended_at),
+            )
         operator = self.has_operate_permission(request)
         children = self.children_rows(job)
         return {

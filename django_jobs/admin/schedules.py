@@ -61,7 +61,8 @@ class ScheduleForm(forms.ModelForm):
         return kind
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         handle = get(data.get("kind") or "")
         if handle is not None and "payload" in data:
             try:
@@ -141,9 +142,8 @@ class ScheduleAdmin(admin.ModelAdmin):
             runs = cron_rules.next_runs(schedule.cron, schedule.tz, clock.now(), 5)
         except InvalidSchedule as exc:
             return exc.message
-        return format_html_join(
-            "", "<div>{}</div>", ((formats.localize(timezone.template_localtime(r)),) for r in runs)
-        )
+        local = timezone.template_localtime  # type: ignore[attr-defined]  # not in the stubs
+        return format_html_join("", "<div>{}</div>", ((formats.localize(local(r)),) for r in runs))
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         alias = jobs_settings.DATABASE

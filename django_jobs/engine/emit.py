@@ -12,10 +12,11 @@ from django.db import transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..models import Event, Job, JobStep
-from ..registry import ensure_json, handles_on
+from ..registry import handles_on
 from ..store import get_store
 from ..types import StepState
 from ..validation import check_key
+from ..validation import storable_json as ensure_json
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -69,7 +70,7 @@ def wake_waiters(name: str, data: Any, now: datetime, alias: str) -> None:
     job_ids = [
         job_id
         for job_id, value in pending
-        if (value or {}).get("match") is None or contains(data, value["match"])
+        if (match := (value or {}).get("match")) is None or contains(data, match)
     ]
     if job_ids:
         get_store(alias).wake_jobs(job_ids, now)

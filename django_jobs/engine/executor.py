@@ -30,8 +30,9 @@ from ..exceptions import (
     Unrecoverable,
 )
 from ..printable import printable
-from ..registry import JobHandle, ensure_json, get
+from ..registry import JobHandle, get
 from ..store import Outcome
+from ..validation import storable_json as ensure_json
 from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
 from .loops import run_async

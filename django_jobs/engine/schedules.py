@@ -9,8 +9,9 @@ from typing import Any
 
 from .. import clock
 from ..exceptions import InvalidSchedule
-from ..registry import JobHandle, ensure_json
+from ..registry import JobHandle
 from ..validation import key_problem
+from ..validation import storable_json as ensure_json
 from .cron import CATCH_UP_CHOICES, next_runs, validate_cron, validate_tz
 
 _declared: dict[str, ScheduleHandle] = {}

@@ -150,12 +150,12 @@ def gather(
     pending, foreign = _pending(ids, job.pk, steps.alias)
     if pending:
         if deadline is not None and now >= deadline:
-            error = JobTimeout(
+            expired = JobTimeout(
                 f"{pending} of {len(ids)} children of step {name!r} had not ended within its "
                 "timeout; they keep running. Raise the timeout, or gather them again."
             )
-            steps._fail(row, error)
-            raise error
+            steps._fail(row, expired)
+            raise expired
         # Woken by the last owned child's end; a child we do not own is re-checked.
         wake = now + FOREIGN_RECHECK if foreign else None
         if deadline is not None and (wake is None or deadline < wake):

@@ -132,7 +132,7 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
     challenge = None
     for authenticator in authenticators:
         challenge = authenticator.authenticate_header(request)

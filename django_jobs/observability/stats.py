@@ -47,7 +47,9 @@ def queue_stats(queryset: Any = None) -> dict[str, Any]:
         .values_list("run_at", "started_at")[:LATENCY_SAMPLE]
     )
     latencies = sorted(
-        max((started - run_at).total_seconds() * 1000, 0.0) for run_at, started in recent
+        max((started - run_at).total_seconds() * 1000, 0.0)
+        for run_at, started in recent
+        if run_at is not None and started is not None  # filtered above: for the type checker
     )
     return {
         "queues": sorted(queues.values(), key=lambda e: e["queue"]),

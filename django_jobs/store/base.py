@@ -23,7 +23,8 @@ from ..types import ENDED_STATES, LIVE_STATES
 
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table
-COLUMNS = [f.column for f in Job._meta.concrete_fields]
+# A concrete field always has a column (the stubs type it ``str | None``).
+COLUMNS: list[str] = [f.column for f in Job._meta.concrete_fields]  # type: ignore[misc]
 SELECT_COLUMNS = ", ".join(f"{TABLE}.{c}" for c in COLUMNS)
 FIELD_NAMES = [f.attname for f in Job._meta.concrete_fields]
 
@@ -363,7 +364,9 @@ class Store:
             f"SELECT queue, tenant, COUNT(*) FROM {TABLE} WHERE state = 'running' "
             "GROUP BY queue, tenant"
         )
-        total, per_queue, per_tenant = 0, {}, {}
+        total = 0
+        per_queue: dict[str, int] = {}
+        per_tenant: dict[str, int] = {}
         for queue, tenant, count in rows:
             total += count
             per_queue[queue] = per_queue.get(queue, 0) + count

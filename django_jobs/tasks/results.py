@@ -201,7 +201,7 @@ def build_result(
     finished_at = job.ended_at
     if finished and finished_at is None and job.attempts in history.errors:
         finished_at = parse_datetime(str(history.errors[job.attempts].get("at") or ""))
-    result = TaskResult(
+    result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(job.pk),
         status=status,
