@@ -11,7 +11,7 @@ from django.db.models.base import ModelState
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_init, pre_init
 
-from .types import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
+from .states import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
 from .validation import ReadableJSONDecoder
 
 

@@ -24,8 +24,8 @@ from .observability.stats import queue_stats
 from .permissions import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
+from .states import ENDED_STATES, RETRYABLE_STATES, StepState
 from .store import get_store
-from .types import ENDED_STATES, RETRYABLE_STATES, StepState
 from .validation import check_json
 
 

@@ -27,7 +27,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from .conf import jobs_settings
 from .models import Job
 from .permissions import is_operator
-from .types import JobState
+from .states import JobState
 
 if TYPE_CHECKING:
     from .models import Job, JobStep

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..signals import EVENT_TYPES
-from ..types import JobState
+from ..states import JobState
 
 #: Job states in the order the overview shows them.
 STATES: tuple[str, ...] = tuple(JobState.values)

@@ -27,7 +27,7 @@ from ..models import Job, JobStep
 from ..observability.stats import expired_leases, queue_stats, throughput
 from ..permissions import is_operator
 from ..serialize import children_counts
-from ..types import ENDED_STATES, RETRYABLE_STATES
+from ..states import ENDED_STATES, RETRYABLE_STATES
 from .display import (
     EMPTY,
     STATES,

@@ -22,7 +22,7 @@ from ..engine import cron as cron_rules
 from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..models import Job, Schedule
-from ..types import JobState, StepState
+from ..states import JobState, StepState
 from ..validation import key_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # Job.priority is a SmallIntegerField

@@ -55,7 +55,7 @@ from ..serialize import (
     member_view,
     view_for,
 )
-from ..types import RETRYABLE_STATES, JobState
+from ..states import RETRYABLE_STATES, JobState
 from ..validation import key_problem, storable_text
 from .errors import (
     ConflictError,

@@ -39,7 +39,7 @@ from ..operations import wake_waiting
 from ..printable import printable_json
 from ..registry import lookup
 from ..serialize import job_json
-from ..types import JobState
+from ..states import JobState
 
 # --- exit codes ----------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from .. import clock
 from ..conf import jobs_settings
 from ..models import Event, Job, JobStep
 from ..registry import handles_on
+from ..states import StepState
 from ..store import get_store
-from ..types import StepState
 from ..validation import check_key
 from ..validation import storable_json as ensure_json
 

@@ -34,8 +34,8 @@ from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..models import Job, JobStep, PrunedCount
+from ..states import ENDED_STATES
 from ..store import Store
-from ..types import ENDED_STATES
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

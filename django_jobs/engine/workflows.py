@@ -23,8 +23,8 @@ from ..exceptions import ChildFailed, JobTimeout, UnknownKind
 from ..models import Job
 from ..registry import JobHandle, get
 from ..signals import children_spawned
+from ..states import ENDED_STATES, StepState
 from ..store import get_store
-from ..types import ENDED_STATES, StepState
 from .admission import admit
 from .suspend import Suspend
 

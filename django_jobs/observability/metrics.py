@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from ..conf import jobs_settings
 from ..models import Job, PrunedCount
 from ..permissions import is_operator
-from ..types import ENDED_STATES, JobState
+from ..states import ENDED_STATES, JobState
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

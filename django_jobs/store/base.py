@@ -19,7 +19,7 @@ from django.db import connections, transaction
 
 from .. import clock
 from ..models import Job, JobStep
-from ..types import ENDED_STATES, LIVE_STATES
+from ..states import ENDED_STATES, LIVE_STATES
 
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table

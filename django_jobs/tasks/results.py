@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
 from ..models import JobStep
-from ..types import StepState
+from ..states import StepState
 from .compat import Task, TaskError, TaskResult, TaskResultStatus
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from ...mcp_server import serve
 from ...observability.stats import queue_stats
 from ...printable import printable
 from ...serialize import job_json
-from ...types import JobState
+from ...states import JobState
 
 
 def _plain(text: str) -> str:
