@@ -60,11 +60,11 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _ended_error(job: Job) -> str | None:
-    return job.error if job.state in ("failed", "blocked", "unknown") else None
+    return job.error if job.state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN) else None
 
 
 def _wait_reason(job: Job) -> str | None:
-    return job.wait_reason if job.state == "waiting" else None
+    return job.wait_reason if job.state == JobState.WAITING else None
 
 
 def _progress(key: str) -> Callable[[Job], Any]:

@@ -12,6 +12,7 @@ from .. import clock
 from ..conf import jobs_settings
 from ..models import Job
 from ..registry import all_handles
+from ..states import JobState
 
 
 class _DeclaredValuesFilter(admin.SimpleListFilter):
@@ -64,5 +65,5 @@ class LeaseFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
         if self.value() == "expired":
-            return queryset.filter(state="running", leased_until__lt=clock.now())
+            return queryset.filter(state=JobState.RUNNING, leased_until__lt=clock.now())
         return queryset

@@ -13,7 +13,7 @@ from .. import clock
 from ..conf import jobs_settings
 from ..models import Event, Job, JobStep
 from ..registry import handles_on
-from ..states import StepState
+from ..states import JobState, StepState
 from ..store import get_store
 from ..validation import check_key
 from ..validation import storable_json as ensure_json
@@ -64,7 +64,11 @@ def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) 
 def wake_waiters(name: str, data: Any, now: datetime, alias: str) -> None:
     pending = (
         JobStep.objects.using(alias)
-        .filter(state=StepState.RUNNING, value__event=name, job__state__in=("waiting", "running"))
+        .filter(
+            state=StepState.RUNNING,
+            value__event=name,
+            job__state__in=(JobState.WAITING, JobState.RUNNING),
+        )
         .values_list("job_id", "value")
     )
     job_ids = [

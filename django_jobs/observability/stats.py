@@ -11,6 +11,7 @@ from django.db.models.functions import TruncMinute
 from .. import clock
 from ..conf import jobs_settings
 from ..models import Job
+from ..states import JobState
 
 LATENCY_SAMPLE = 1000
 
@@ -32,7 +33,7 @@ def queue_stats(queryset: Any = None) -> dict[str, Any]:
         entry["states"][row["state"]] = row["n"]
     due = (
         jobs.order_by()
-        .filter(state__in=("queued", "waiting"), run_at__lte=now)
+        .filter(state__in=(JobState.QUEUED, JobState.WAITING), run_at__lte=now)
         .values("queue")
         .annotate(oldest=Min("run_at"))
     )
@@ -64,7 +65,7 @@ def queue_stats(queryset: Any = None) -> dict[str, Any]:
 
 
 #: The states a job ends in, counted by ``throughput()``.
-_ENDED = ("succeeded", "failed", "cancelled")
+_ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 def throughput(minutes: int = 10, queryset: Any = None) -> dict[str, Any]:
@@ -114,4 +115,4 @@ def expired_leases(queryset: Any = None) -> int:
     A worker of their engine re-asks them at its next rescue; until then they hold their slot.
     """
     jobs = queryset if queryset is not None else Job.objects.using(jobs_settings.DATABASE)
-    return jobs.order_by().filter(state="running", leased_until__lt=clock.now()).count()
+    return jobs.order_by().filter(state=JobState.RUNNING, leased_until__lt=clock.now()).count()

@@ -19,7 +19,7 @@ from django.db import connections, transaction
 
 from .. import clock
 from ..models import Job, JobStep
-from ..states import ENDED_STATES, LIVE_STATES
+from ..states import ENDED_STATES, LIVE_STATES, JobState
 
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table
@@ -92,7 +92,7 @@ class NewJob:
             "kind": self.kind,
             "queue": self.queue,
             "engine": self.engine,
-            "state": "queued",
+            "state": JobState.QUEUED,
             "payload": _reread(self.payload_text()),
             "result": None,
             "error": None,
@@ -480,7 +480,7 @@ class Store:
                 "RETURNING id, state, parent_id",
                 [self.dt(now), error, self.dt(now), self.dt(now), *params],
             )
-            self.children_ended([row[2] for row in rows if row[1] == "failed"], now)
+            self.children_ended([row[2] for row in rows if row[1] == JobState.FAILED], now)
         return [(row[0], row[1]) for row in rows]
 
     # -- outcomes -----------------------------------------------------------------------------
@@ -496,13 +496,13 @@ class Store:
         written: list[int] = []
         parents: list[int | None] = []
         with transaction.atomic(using=self.alias):
-            successes = [o for o in outcomes if o.state == "succeeded"]
+            successes = [o for o in outcomes if o.state == JobState.SUCCEEDED]
             if successes:
                 for job_id, parent_id in self._record_successes(successes):
                     written.append(job_id)
                     parents.append(parent_id)
             for outcome in outcomes:
-                if outcome.state == "succeeded":
+                if outcome.state == JobState.SUCCEEDED:
                     continue
                 held, parent_id = self._record_one(outcome)
                 if held:
@@ -524,7 +524,7 @@ class Store:
     def _record_one(self, o: Outcome) -> tuple[bool, int | None]:
         """Record one outcome; return (lease still held, the job's parent id)."""
         ended = o.state in ENDED_STATES
-        if o.state == "waiting":
+        if o.state == JobState.WAITING:
             # A wake requested while the job ran (an emit matching its wait, or its last
             # child's end) re-asks it now; otherwise it sleeps until run_at (NULL: until woken).
             run_at_sql = "CASE WHEN wake_requested THEN %s ELSE %s END"
