@@ -44,15 +44,6 @@ INSTALL_HINT = (
     "`manage.py jobs mcp` needs the official MCP SDK, which is not installed: "
     'pip install "django-jobs[mcp]" (or pip install mcp), then run it again.'
 )
-READ_TOOLS = (
-    "inspect_queues",
-    "inspect_job",
-    "list_jobs",
-    "dead_letters",
-    "kinds",
-    "explain_claim",
-)
-ACTION_TOOLS = ("retry", "cancel", "wake")
 INSTRUCTIONS = (
     "Introspection of a django_jobs queue: counts per queue and state (inspect_queues), jobs "
     "(list_jobs, inspect_job with its steps and log), dead letters, the registered kinds, and "

@@ -11,7 +11,7 @@ from django.db.models.base import ModelState
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_init, pre_init
 
-from .types import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
+from .states import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
 from .validation import ReadableJSONDecoder
 
 
@@ -90,7 +90,7 @@ class Job(models.Model):
             models.Index(
                 fields=["engine", "leased_until"],
                 name="django_jobs_lease_idx",
-                condition=models.Q(state="running"),
+                condition=models.Q(state=JobState.RUNNING),
             ),
             models.Index(fields=["state", "queue"], name="django_jobs_state_queue_idx"),
             models.Index(fields=["kind", "state"], name="django_jobs_kind_state_idx"),
@@ -165,14 +165,18 @@ class Job(models.Model):
         if self.created_at is None and earliest is not None:
             self.created_at, derived = earliest, True
         # A waiting job without run_at is legitimately "until woken": leave it.
-        if self.run_at is None and self.created_at is not None and self.state != "waiting":
+        if self.run_at is None and self.created_at is not None and self.state != JobState.WAITING:
             self.run_at, derived = self.created_at, True
-        ran = self.state in ("running", "succeeded") or (
-            self.state in ("failed", "blocked", "unknown") and self.attempts > 0
+        ran = self.state in (JobState.RUNNING, JobState.SUCCEEDED) or (
+            self.state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN)
+            and self.attempts > 0
         )
         if ran and self.started_at is None and self.run_at is not None:
             self.started_at, derived = self.run_at, True
-        if self.state in ("succeeded", "failed", "cancelled") and self.ended_at is None:
+        if (
+            self.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+            and self.ended_at is None
+        ):
             if latest is not None:
                 self.ended_at, derived = latest, True
         if derived:

@@ -25,8 +25,8 @@ from .observability.stats import queue_stats
 from .permissions import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
+from .states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .store import get_store
-from .types import ENDED_STATES, RETRYABLE_STATES, StepState
 from .validation import check_json
 
 
@@ -73,12 +73,12 @@ def _cancel(job_id: int) -> dict[str, Any]:
                 f"Job #{job.pk} has already ended ({job.state}); there is nothing to cancel."
             )
         now = clock.now()
-        if job.state == "running":
+        if job.state == JobState.RUNNING:
             job.cancel_requested = True
             job.save(using=alias, update_fields=["cancel_requested"])
         else:
             # Ending the row also disarms a waiting job's re-ask: nothing claims it again.
-            job.state, job.ended_at, job.wait_reason = "cancelled", now, None
+            job.state, job.ended_at, job.wait_reason = JobState.CANCELLED, now, None
             job.save(using=alias, update_fields=["state", "ended_at", "wait_reason"])
             store.children_ended([job.parent_id], now)
             publish_after_commit("job.cancelled", job, alias=alias)
@@ -135,7 +135,7 @@ def retry(
             if job.state not in RETRYABLE_STATES:
                 hint = (
                     " Resolve its unknown step first (`manage.py jobs resolve`)."
-                    if job.state == "unknown"
+                    if job.state == JobState.UNKNOWN
                     else ""
                 )
                 raise NotRetryable(
@@ -165,10 +165,10 @@ def _requeue(job: Job, alias: str, *, waiting_for: int = 0) -> None:
     handle = get(job.kind)
     job.error, job.ended_at, job.cancel_requested = None, None, False
     if waiting_for:
-        job.state, job.run_at = "waiting", None
+        job.state, job.run_at = JobState.WAITING, None
         job.wait_reason = f"waiting for {waiting_for} retried children"
     else:
-        job.state, job.run_at, job.wait_reason = "queued", clock.now(), None
+        job.state, job.run_at, job.wait_reason = JobState.QUEUED, clock.now(), None
     job.max_attempts = job.attempts + (handle.retry.attempts if handle else 1)
     if handle is not None:
         job.version = handle.version
@@ -184,7 +184,7 @@ def _retry_children(job: Job, alias: str, seen: set[int]) -> int:
     already counted; succeeded ones keep their results."""
     if not job.children_total:
         return 0
-    kids = get_store(alias).locked_children(job.pk, ["failed", "cancelled"])
+    kids = get_store(alias).locked_children(job.pk, [JobState.FAILED, JobState.CANCELLED])
     kids = [kid for kid in kids if kid.pk not in seen]
     for kid in kids:
         seen.add(kid.pk)
@@ -223,7 +223,7 @@ def _reset_steps_from(job: Job, name: str, alias: str) -> None:
 
 def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, Any]:
     """Settle an ``unknown`` step by hand: ``completed`` (with ``value``) or ``failed``."""
-    if as_ not in ("completed", "failed"):
+    if as_ not in (StepState.COMPLETED, StepState.FAILED):
         raise ValueError('as_ must be "completed" or "failed".')
     check_json(value, what=f"value of step {step!r}")
     alias = jobs_settings.DATABASE
@@ -234,23 +234,23 @@ def resolve(job_id: int, step: str, as_: str, value: Any = None) -> dict[str, An
         except JobStep.DoesNotExist:
             raise NotRetryable(f"Job #{job.pk} has no step {step!r}.") from None
         now = clock.now()
-        if as_ == "completed":
+        if as_ == StepState.COMPLETED:
             row.state, row.value, row.error = StepState.COMPLETED, value, None
         else:
             row.state, row.error = StepState.FAILED, "resolved as failed by an operator"
         row.ended_at = now
         row.save(using=alias)
-        if job.state == "unknown":
-            if as_ == "completed":
-                job.state, job.run_at, job.error = "queued", now, None
+        if job.state == JobState.UNKNOWN:
+            if as_ == StepState.COMPLETED:
+                job.state, job.run_at, job.error = JobState.QUEUED, now, None
                 job.max_attempts = max(job.max_attempts, job.attempts + 1)
             else:
-                job.state, job.ended_at = "failed", now
+                job.state, job.ended_at = JobState.FAILED, now
                 job.error = f"Step {step!r} was resolved as failed by an operator."
             job.save(using=alias)
             # As ``retry`` does: idle workers wake for the queued job, and its watchers hear
             # of the change (``job.retrying`` or ``job.failed``).
-            if job.state == "queued":
+            if job.state == JobState.QUEUED:
                 get_store(alias).notify({job.engine})
                 publish_after_commit("job.retrying", job, alias=alias)
             else:
@@ -267,7 +267,7 @@ def wake_waiting() -> int:
         if count:
             engines = set(
                 Job.objects.using(store.alias)
-                .filter(state="waiting")
+                .filter(state=JobState.WAITING)
                 .values_list("engine", flat=True)
                 .distinct()
             )
@@ -318,7 +318,7 @@ def children_tree(job_id: int, *, width: int = TREE_WIDTH, depth: int = 10) -> l
 
 
 def dead_letters(limit: int = 100) -> list[dict[str, Any]]:
-    jobs = Job.objects.using(jobs_settings.DATABASE).filter(state="failed").order_by("-id")
+    jobs = Job.objects.using(jobs_settings.DATABASE).filter(state=JobState.FAILED).order_by("-id")
     return [job_json(j) for j in jobs[:limit]]
 
 

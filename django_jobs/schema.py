@@ -28,7 +28,7 @@ def serializer_json_schema(serializer_class: type | None) -> dict[str, Any] | No
         if getattr(field, "read_only", False):
             continue
         prop: dict[str, Any] = {}
-        json_type = "string"
+        json_type: str | None = "string"
         for klass in type(field).__mro__:
             if klass.__name__ in _TYPES:
                 json_type = _TYPES[klass.__name__]

@@ -19,7 +19,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -27,7 +27,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from .conf import jobs_settings
 from .models import Job
 from .permissions import is_operator
-from .types import JobState
+from .states import JobState
 
 if TYPE_CHECKING:
     from .models import Job, JobStep
@@ -60,11 +60,11 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _ended_error(job: Job) -> str | None:
-    return job.error if job.state in ("failed", "blocked", "unknown") else None
+    return job.error if job.state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN) else None
 
 
 def _wait_reason(job: Job) -> str | None:
-    return job.wait_reason if job.state == "waiting" else None
+    return job.wait_reason if job.state == JobState.WAITING else None
 
 
 def _progress(key: str) -> Callable[[Job], Any]:
@@ -294,7 +294,7 @@ def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[
 
     source = f"def job_text(job):\n    return f'{object_source(fields, '_f')}'\n"
     exec(compile(source, "<django_jobs job_text>", "exec"), namespace)
-    return namespace["job_text"]  # type: ignore[no-any-return]
+    return namespace["job_text"]
 
 
 #: ``job_text(job)``: the operator's job JSON text without payload and result (the events').

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -137,7 +138,7 @@ REST_FRAMEWORK = {
     ],
 }
 
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CHANNEL_LAYERS: dict[str, Any] = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 JOBS = {
     "ENGINES": {"default": {"concurrency": 4}, "fleet": {"concurrency": 2}},
@@ -195,8 +196,11 @@ if os.environ.get("JOBS_EVENTS_REDIS"):
     # Reconnect once on a dropped connection (pooled connections are stale after a Redis
     # restart), and read longer than channels-redis's 5 s blocking pop (redis-py 8 defaults
     # to a 5 s socket timeout).
-    _events_redis_resilience = {"retry_on_error": [RedisConnectionError], "socket_timeout": 15}
-    EVENTSTREAM_REDIS = {
+    _events_redis_resilience: dict[str, Any] = {
+        "retry_on_error": [RedisConnectionError],
+        "socket_timeout": 15,
+    }
+    EVENTSTREAM_REDIS: dict[str, Any] = {
         "host": _events_redis.hostname or "127.0.0.1",
         "port": _events_redis.port or 6379,
         "db": int(_events_redis.path.lstrip("/") or 0),

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..signals import EVENT_TYPES
-from ..types import JobState
+from ..states import JobState
 
 #: Job states in the order the overview shows them.
 STATES: tuple[str, ...] = tuple(JobState.values)
@@ -60,7 +60,8 @@ def timestamp(value: datetime | None, derived: bool = False) -> SafeString | str
     """A timestamp to the second, in the current time zone; "≈" beside it when derived."""
     if value is None:
         return EMPTY
-    text = formats.date_format(timezone.template_localtime(value), TIMESTAMP_FORMAT)
+    local = timezone.template_localtime(value)  # type: ignore[attr-defined]  # not in the stubs
+    text = formats.date_format(local, TIMESTAMP_FORMAT)
     if not derived:
         return format_html('<span class="djj-time">{}</span>', text)
     return format_html(

@@ -12,6 +12,7 @@ from .. import clock
 from ..conf import jobs_settings
 from ..models import Job
 from ..registry import all_handles
+from ..states import JobState
 
 
 class _DeclaredValuesFilter(admin.SimpleListFilter):
@@ -23,7 +24,8 @@ class _DeclaredValuesFilter(admin.SimpleListFilter):
         raise NotImplementedError
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        values = self.declared() | ({self.value()} if self.value() else set())
+        chosen = self.value()
+        values = self.declared() | ({chosen} if chosen else set())
         return [(v, v) for v in sorted(values)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
@@ -63,5 +65,5 @@ class LeaseFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
         if self.value() == "expired":
-            return queryset.filter(state="running", leased_until__lt=clock.now())
+            return queryset.filter(state=JobState.RUNNING, leased_until__lt=clock.now())
         return queryset

@@ -27,7 +27,7 @@ from ..models import Job, JobStep
 from ..observability.stats import expired_leases, queue_stats, throughput
 from ..permissions import is_operator
 from ..serialize import children_counts
-from ..types import ENDED_STATES, RETRYABLE_STATES
+from ..states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .display import (
     EMPTY,
     STATES,
@@ -257,9 +257,10 @@ class JobAdmin(admin.ModelAdmin):
             )
         flow = throughput(THROUGHPUT_MINUTES)
         peak = max((b["ended"] for b in flow["minutes"]), default=0)
+        local = timezone.template_localtime  # type: ignore[attr-defined]  # not in the stubs
         for bucket in flow["minutes"]:
             bucket["label"] = formats.time_format(
-                timezone.template_localtime(datetime.fromisoformat(bucket["minute"])), "H:i"
+                local(datetime.fromisoformat(bucket["minute"])), "H:i"
             )
         latency = stats["pickup_latency_ms"]
         ages = [e["oldest_due_age_s"] for e in stats["queues"] if e["oldest_due_age_s"] is not None]
@@ -282,10 +283,10 @@ class JobAdmin(admin.ModelAdmin):
             "throughput_peak": max(peak, 1),
             "attention": [
                 {
-                    "key": "failed",
+                    "key": JobState.FAILED,
                     "label": "Dead letters (failed)",
-                    "count": totals["failed"],
-                    "url": jobs_url(state__exact="failed"),
+                    "count": totals[JobState.FAILED],
+                    "url": jobs_url(state__exact=JobState.FAILED),
                 },
                 {
                     "key": "expired",
@@ -294,16 +295,16 @@ class JobAdmin(admin.ModelAdmin):
                     "url": jobs_url(lease="expired"),
                 },
                 {
-                    "key": "blocked",
+                    "key": JobState.BLOCKED,
                     "label": "Blocked",
-                    "count": totals["blocked"],
-                    "url": jobs_url(state__exact="blocked"),
+                    "count": totals[JobState.BLOCKED],
+                    "url": jobs_url(state__exact=JobState.BLOCKED),
                 },
                 {
-                    "key": "unknown",
+                    "key": JobState.UNKNOWN,
                     "label": "Unknown (resolve a step)",
-                    "count": totals["unknown"],
-                    "url": jobs_url(state__exact="unknown"),
+                    "count": totals[JobState.UNKNOWN],
+                    "url": jobs_url(state__exact=JobState.UNKNOWN),
                 },
             ],
             "changelist_url": changelist,
@@ -332,9 +333,12 @@ class JobAdmin(admin.ModelAdmin):
             JobStep.objects.using(jobs_settings.DATABASE).filter(job=job).order_by("seq", "id")
         )
         for step in steps:
-            step.badge = state_badge(step.state)
-            step.started = timestamp(step.started_at)
-            step.ended = timestamp(step.ended_at)
+            # What the template shows beside the step's own fields.
+            vars(step).update(
+                badge=state_badge(step.state),
+                started=timestamp(step.started_at),
+                ended=timestamp(step.ended_at),
+            )
         operator = self.has_operate_permission(request)
         children = self.children_rows(job)
         return {
@@ -346,7 +350,7 @@ class JobAdmin(admin.ModelAdmin):
             "djj_operator": operator,
             "djj_can_retry": operator and job.state in RETRYABLE_STATES,
             "djj_can_cancel": operator and job.state not in ENDED_STATES,
-            "djj_unknown_steps": [s.name for s in steps if s.state == "unknown"]
+            "djj_unknown_steps": [s.name for s in steps if s.state == StepState.UNKNOWN]
             if operator
             else [],
             "djj_retry_url": self._url("retry", job.pk),
@@ -402,7 +406,7 @@ class JobAdmin(admin.ModelAdmin):
             children = request.POST.get("children") == "on"
             row = operations.retry(job.pk, from_step=from_step, by=request.user, children=children)
             again = f" from step {from_step!r}" if from_step else ""
-            if row["state"] == "waiting":
+            if row["state"] == JobState.WAITING:
                 return f"Job #{job.pk} was retried{again}: it waits for its retried children."
             return f"Job #{job.pk} was retried{again}: it is queued again."
 
@@ -411,7 +415,7 @@ class JobAdmin(admin.ModelAdmin):
     def cancel_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         def act(job: Job) -> str:
             state = operations.cancel(job.pk)["state"]
-            if state == "cancelled":
+            if state == JobState.CANCELLED:
                 return f"Job #{job.pk} was cancelled."
             return f"Job #{job.pk} is running: its runner was asked to stop (ctx.cancelled)."
 
@@ -420,7 +424,7 @@ class JobAdmin(admin.ModelAdmin):
     def resolve_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         def act(job: Job) -> str:
             step, as_ = request.POST.get("step", ""), request.POST.get("as", "")
-            if as_ not in ("completed", "failed"):
+            if as_ not in (StepState.COMPLETED, StepState.FAILED):
                 raise JobsError('Choose how the step ended: "completed" or "failed".')
             raw = request.POST.get("value", "").strip()
             try:
@@ -430,7 +434,7 @@ class JobAdmin(admin.ModelAdmin):
                     f'The value is not JSON ({exc}). Enter JSON, e.g. {{"id": 7}}, or leave '
                     "it empty for null."
                 ) from None
-            operations.resolve(job.pk, step, as_, value if as_ == "completed" else None)
+            operations.resolve(job.pk, step, as_, value if as_ == StepState.COMPLETED else None)
             return f"Step {step!r} of job #{job.pk} was resolved as {as_}."
 
         return self._operate(request, object_id, act)
@@ -441,7 +445,7 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected jobs", permissions=["operate"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._apply(request, queryset, operations.cancel, "cancelled")
+        self._apply(request, queryset, operations.cancel, "cancelled")  # not a state: a verb
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[Job], op: Any, done: str) -> None:
         ok, refused = 0, []

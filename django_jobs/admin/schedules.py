@@ -59,7 +59,8 @@ class ScheduleForm(forms.ModelForm):
         return self._checked(schedules.schedulable, "kind").kind
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         handle = get(data.get("kind") or "")
         if handle is not None and "payload" in data:
             try:
@@ -139,9 +140,8 @@ class ScheduleAdmin(admin.ModelAdmin):
             runs = schedules.upcoming(schedule, clock.now(), 5)
         except InvalidSchedule as exc:
             return exc.message
-        return format_html_join(
-            "", "<div>{}</div>", ((formats.localize(timezone.template_localtime(r)),) for r in runs)
-        )
+        local = timezone.template_localtime  # type: ignore[attr-defined]  # not in the stubs
+        return format_html_join("", "<div>{}</div>", ((formats.localize(local(r)),) for r in runs))
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         # The form checked every field with the service's checks; the service checks them

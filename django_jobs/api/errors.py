@@ -18,7 +18,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 class APIError(exceptions.APIException):
     """An API refusal with a stable ``code`` and a message that says what to do next."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     code = "BAD_REQUEST"
     message = "The request cannot be served."
 

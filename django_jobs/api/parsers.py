@@ -4,6 +4,7 @@ nested too deeply, or holding text no database stores (NUL, lone surrogates), wi
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -57,7 +58,7 @@ class BoundedJSONParser(JSONParser):
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict[str, Any] | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         limit = body_limit()
         if limit is not None and stream is not None:

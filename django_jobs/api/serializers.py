@@ -22,7 +22,7 @@ from ..engine import schedules
 from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..models import Job, Schedule
-from ..types import JobState, StepState
+from ..states import JobState, StepState
 from ..validation import key_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # Job.priority is a SmallIntegerField
@@ -262,7 +262,8 @@ class ErrorSerializer(serializers.Serializer):
 
     code = serializers.CharField(read_only=True)
     message = serializers.CharField(read_only=True)
-    errors = serializers.DictField(
+    # The SPEC's field names (errors, parent, label) are attributes of DRF's own classes too.
+    errors = serializers.DictField(  # type: ignore[assignment]
         required=False, help_text="Field errors, by field name (400 only)."
     )
 
@@ -295,7 +296,7 @@ class JobSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
     timestamps_derived = serializers.BooleanField(read_only=True)
     idempotency_key = serializers.CharField(read_only=True, allow_null=True)
-    parent = serializers.IntegerField(
+    parent = serializers.IntegerField(  # type: ignore[assignment]  # see errors above
         read_only=True, allow_null=True, help_text="The job that spawned this one, or null."
     )
     children = serializers.DictField(
@@ -337,7 +338,7 @@ class KindSerializer(serializers.Serializer):
     """A kind's manifest row (``JobHandle.describe()``)."""
 
     kind = serializers.CharField(read_only=True)
-    label = serializers.CharField(read_only=True)
+    label = serializers.CharField(read_only=True)  # type: ignore[assignment]  # as errors
     group = serializers.CharField(read_only=True)
     member_safe = serializers.BooleanField(read_only=True)
     schedulable = serializers.BooleanField(read_only=True)
@@ -386,7 +387,8 @@ class StatsSerializer(serializers.Serializer):
 class IsoDateTimeField(serializers.DateTimeField):
     """Rendered like the job JSON's timestamps: UTC ``isoformat()`` ("+00:00", not "Z")."""
 
-    def to_representation(self, value: Any) -> str | None:
+    # DRF renders a None without calling this; a None here still renders as null.
+    def to_representation(self, value: Any) -> str | None:  # type: ignore[override]
         if value is None:
             return None
         return value.astimezone(UTC).isoformat()

@@ -7,7 +7,7 @@ schedule answers 404. State changes go through ``django_jobs.operations`` and ad
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar
 
@@ -19,10 +19,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import serializers, status
 from rest_framework.decorators import action
+from rest_framework.pagination import BasePagination
+from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.viewsets import GenericViewSet
 
 from .. import __version__, operations
@@ -53,7 +56,7 @@ from ..serialize import (
     member_view,
     view_for,
 )
-from ..types import JobState
+from ..states import JobState
 from ..validation import key_problem, storable_text
 from .errors import (
     ConflictError,
@@ -100,13 +103,13 @@ E413 = _error("The body or the payload is too large.")
 class JobsAPIMixin:
     """Policies shared by every view of the API: JSON only, JSON errors, deny by default."""
 
-    renderer_classes = [JSONRenderer]
-    parser_classes = [BoundedJSONParser]
-    pagination_class = JobsPagination
+    renderer_classes: Sequence[type[BaseRenderer]] = [JSONRenderer]
+    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser]
+    pagination_class: type[BasePagination] | None = JobsPagination
     # drf-spectacular's, whatever REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] says: GET schema/
     # needs no global setting (SPEC §2).
-    schema = AutoSchema()
-    http_method_names = ["get", "post", "patch", "delete", "head"]
+    schema: ViewInspector | None = AutoSchema()
+    http_method_names: Sequence[str] = ["get", "post", "patch", "delete", "head"]
     #: action name -> rules beyond "signed in". An action missing here is refused.
     action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {}
 
@@ -264,7 +267,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         return self._page_of(jobs)
 
     def _page_of(self, jobs: Any) -> Response:
-        page = list(self.paginate_queryset(jobs))
+        page = list(self.paginate_queryset(jobs) or ())  # None only without a paginator
         attach_children(page)  # one query for the page's parents, none without parents
         view = view_for(self.request.user)
         return self.get_paginated_response([job_json(job, view=view) for job in page])
@@ -597,14 +600,16 @@ class JobsSchemaGenerator(SchemaGenerator):
 
     def _initialise_endpoints(self) -> None:
         super()._initialise_endpoints()
-        self.endpoints = [
-            endpoint
-            for endpoint in self.endpoints
-            if getattr(getattr(endpoint[3], "cls", None), "__module__", "").startswith(
-                "django_jobs."
+
+        def ours(endpoint: Any) -> bool:
+            # drf-spectacular's endpoints are (path, regex, method, view); the stubs type DRF's.
+            view = getattr(endpoint[3], "cls", None)
+            return (
+                getattr(view, "__module__", "").startswith("django_jobs.")
+                and view is not SchemaView
             )
-            and getattr(endpoint[3], "cls", None) is not SchemaView
-        ]
+
+        self.endpoints = [endpoint for endpoint in self.endpoints or () if ours(endpoint)]
 
 
 #: The request bodies the API reads; each refuses fields it does not name (KnownFieldsOnly).
@@ -629,9 +634,9 @@ class SchemaView(SpectacularAPIView):
     """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON."""
 
     generator_class = JobsSchemaGenerator
-    authentication_classes: ClassVar[list[Any]] = []
-    permission_classes: ClassVar[list[Any]] = []
-    custom_settings: ClassVar[dict[str, Any]] = {
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+    custom_settings: dict[str, Any] = {
         "TITLE": "django_jobs API",
         "DESCRIPTION": (
             "Durable background jobs: submit, inspect, cancel and retry jobs; list kinds; "

@@ -18,7 +18,8 @@ from django.db import transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import parse_duration
-from ..engine.maintenance import DEFAULT_BATCH_SIZE, PruneResult, expired
+from ..engine.maintenance import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
+from ..engine.maintenance import PruneResult, expired
 from ..engine.maintenance import prune as prune_jobs
 from ..engine.schedules import upcoming
 from ..exceptions import (
@@ -38,7 +39,7 @@ from ..operations import wake_waiting
 from ..printable import printable_json
 from ..registry import lookup
 from ..serialize import job_json
-from ..types import JobState
+from ..states import JobState
 
 # --- exit codes ----------------------------------------------------------------------------
 
@@ -145,9 +146,9 @@ def job_rows(
 def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, Any]]:
     """Every schedule, as the API shows it, with its next ``runs`` occurrences."""
     now = now or clock.now()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item in Schedule.objects.using(jobs_settings.DATABASE).order_by("name"):
-        row = {
+        row: dict[str, Any] = {
             "id": item.pk,
             "name": item.name,
             "cron": item.cron,

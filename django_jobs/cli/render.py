@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..printable import printable
-from ..types import JobState
+from ..states import JobState
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -12,10 +12,11 @@ from django.db import transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..models import Event, Job, JobStep
-from ..registry import ensure_json, handles_on
+from ..registry import handles_on
+from ..states import JobState, StepState
 from ..store import get_store
-from ..types import StepState
 from ..validation import check_key
+from ..validation import storable_json as ensure_json
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -63,13 +64,17 @@ def emit(name: str, data: Any, *, owner: Any = None, tenant: str | None = None) 
 def wake_waiters(name: str, data: Any, now: datetime, alias: str) -> None:
     pending = (
         JobStep.objects.using(alias)
-        .filter(state=StepState.RUNNING, value__event=name, job__state__in=("waiting", "running"))
+        .filter(
+            state=StepState.RUNNING,
+            value__event=name,
+            job__state__in=(JobState.WAITING, JobState.RUNNING),
+        )
         .values_list("job_id", "value")
     )
     job_ids = [
         job_id
         for job_id, value in pending
-        if (value or {}).get("match") is None or contains(data, value["match"])
+        if (match := (value or {}).get("match")) is None or contains(data, match)
     ]
     if job_ids:
         get_store(alias).wake_jobs(job_ids, now)

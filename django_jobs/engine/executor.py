@@ -30,8 +30,10 @@ from ..exceptions import (
     Unrecoverable,
 )
 from ..printable import printable
-from ..registry import JobHandle, ensure_json, get
+from ..registry import JobHandle, get
+from ..states import JobState
 from ..store import Outcome
+from ..validation import storable_json as ensure_json
 from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
 from .loops import run_async
@@ -114,7 +116,7 @@ class Executor:
             return self._stop(
                 job,
                 started,
-                "blocked",
+                JobState.BLOCKED,
                 f"Kind {job.kind!r} is not registered in this deployment. Deploy code that "
                 "defines it, then retry the job; or cancel it.",
             )
@@ -122,7 +124,7 @@ class Executor:
             return self._stop(
                 job,
                 started,
-                "blocked",
+                JobState.BLOCKED,
                 f"The job was admitted for version {job.version!r} of {job.kind!r}; the code is "
                 f"version {handle.version!r}. Migrate or cancel the job, or retry it to run it "
                 "with the current code.",
@@ -133,7 +135,7 @@ class Executor:
             return self._stop(
                 job,
                 started,
-                "blocked",
+                JobState.BLOCKED,
                 f"The stored payload no longer validates: {exc.message} Fix it or cancel the job.",
             )
         if handle.timeout is not None:
@@ -168,7 +170,7 @@ class Executor:
                 return self._from_exception(job, handle, started, cause, live or LiveState(job))
         except Exception:
             logger.exception("Classifying the crash of job %s failed", job.pk)
-        return self._stop(job, started, "failed", describe_exception(cause))
+        return self._stop(job, started, JobState.FAILED, describe_exception(cause))
 
     def _call(self, handle: JobHandle, ctx: JobContext) -> Any:
         if not handle.is_async:
@@ -207,7 +209,7 @@ class Executor:
 
     def _from_value(self, job: Job, started: datetime, value: Any, live: LiveState) -> Outcome:
         if isinstance(value, Requeue):
-            outcome = self._base(job, started, "waiting", live)
+            outcome = self._base(job, started, JobState.WAITING, live)
             outcome.wait_reason, outcome.run_at = storable_text(value.reason), value.run_at
             return outcome
         try:
@@ -217,10 +219,10 @@ class Executor:
             error = InvalidResult(
                 f"{job.kind!r} returned a value that cannot be stored: {exc.message}"
             )
-            outcome = self._base(job, started, "failed", live)
+            outcome = self._base(job, started, JobState.FAILED, live)
             outcome.error = cap_error(f"{error.code}: {error.message}")
             return outcome
-        outcome = self._base(job, started, "succeeded", live)
+        outcome = self._base(job, started, JobState.SUCCEEDED, live)
         outcome.result = value
         return outcome
 
@@ -228,26 +230,26 @@ class Executor:
         self, job: Job, handle: JobHandle, started: datetime, exc: BaseException, live: LiveState
     ) -> Outcome:
         if isinstance(exc, Suspend):
-            outcome = self._base(job, started, "waiting", live)
+            outcome = self._base(job, started, JobState.WAITING, live)
             outcome.wait_reason, outcome.run_at = storable_text(exc.reason), exc.run_at
             return outcome
         if isinstance(exc, Cancelled):
-            outcome = self._base(job, started, "cancelled", live)
+            outcome = self._base(job, started, JobState.CANCELLED, live)
             outcome.error = cap_error(f"{exc.code}: {exc.message}")
             return outcome
         if isinstance(exc, Blocked | Uncertain):
-            state = "blocked" if isinstance(exc, Blocked) else "unknown"
+            state = JobState.BLOCKED if isinstance(exc, Blocked) else JobState.UNKNOWN
             outcome = self._base(job, started, state, live)
             outcome.error = cap_error(f"{type(exc).__name__}: {exc.reason}")
             return outcome
         if isinstance(exc, ChildFailed):
             # Retrying would gather the same failed children again: fail now, attempts kept
             # (``retry(id, children=True)`` retries those children and waits for them again).
-            outcome = self._base(job, started, "failed", live)
+            outcome = self._base(job, started, JobState.FAILED, live)
             outcome.error = cap_error(f"{exc.code}: {exc.message}")
             return outcome
         if isinstance(exc, Unrecoverable):
-            outcome = self._base(job, started, "failed", live)
+            outcome = self._base(job, started, JobState.FAILED, live)
             outcome.error = cap_error(f"Unrecoverable: {exc.reason}")
             return outcome
         now = clock.now()
@@ -269,7 +271,7 @@ class Executor:
             run_at = None
         decision = handle.retry.decide(job.attempts, now, limit=job.max_attempts)
         if decision.retry:
-            outcome = self._base(job, started, "queued", live)
+            outcome = self._base(job, started, JobState.QUEUED, live)
             outcome.run_at = run_at or decision.run_at
             outcome.error = cap_error(text)
             return outcome
@@ -277,7 +279,7 @@ class Executor:
             f"Retries are spent after {job.attempts} attempt(s); the job is a dead letter. "
             "Fix the cause, then retry it (`manage.py jobs retry ID`)."
         )
-        outcome = self._base(job, started, "failed", live)
+        outcome = self._base(job, started, JobState.FAILED, live)
         outcome.error = cap_error(f"{spent.code}: {spent.message}\nLast error: {text}")
         return outcome
 

@@ -35,8 +35,8 @@ from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..models import Job, JobStep
+from ..states import ENDED_STATES
 from ..store import Store, get_store
-from ..types import ENDED_STATES
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

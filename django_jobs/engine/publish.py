@@ -9,21 +9,22 @@ from django.db import transaction
 
 from .. import clock
 from ..signals import job_event
+from ..states import JobState
 
 if TYPE_CHECKING:
     from ..models import Job
 
 logger = logging.getLogger("django_jobs.events")
 
-STATE_EVENTS = {
-    "running": "job.started",
-    "waiting": "job.waiting",
-    "succeeded": "job.succeeded",
-    "failed": "job.failed",
-    "blocked": "job.blocked",
-    "unknown": "job.blocked",
-    "cancelled": "job.cancelled",
-    "queued": "job.retrying",
+STATE_EVENTS: dict[str, str] = {
+    JobState.RUNNING: "job.started",
+    JobState.WAITING: "job.waiting",
+    JobState.SUCCEEDED: "job.succeeded",
+    JobState.FAILED: "job.failed",
+    JobState.BLOCKED: "job.blocked",
+    JobState.UNKNOWN: "job.blocked",
+    JobState.CANCELLED: "job.cancelled",
+    JobState.QUEUED: "job.retrying",
 }
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import clock
 from ..conf import jobs_settings
-from ..types import ENDED_STATES
+from ..states import ENDED_STATES
 from .context import LiveState
 from .executor import Executor
 from .limits import claim_within_limits

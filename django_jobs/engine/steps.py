@@ -28,8 +28,8 @@ from ..exceptions import (
     Uncertain,
 )
 from ..models import JobStep
+from ..states import StepState
 from ..store import get_store
-from ..types import StepState
 from ..validation import storable_json, storable_text
 from .emit import first_matching_event
 from .suspend import Suspend

@@ -9,6 +9,7 @@ stays as a fallback: a notification is a hint, the claim is the truth).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -212,7 +213,8 @@ class Worker:
                 now = clock.now()
                 claimed = (
                     self._retry_db(
-                        lambda want=want, now=now: claim_within_limits(
+                        functools.partial(
+                            claim_within_limits,
                             self.store,
                             engine=self.engine,
                             worker_id=self.worker_id,
@@ -446,7 +448,7 @@ class Worker:
         self.wake.set()
         written_ids = set(written)
         for outcome, (job, live) in zip(batch, entries, strict=True):
-            if job is None or outcome.job_id not in written_ids:
+            if job is None or live is None or outcome.job_id not in written_ids:
                 continue
             publish_recorded(job, outcome, live)
 
@@ -459,9 +461,7 @@ class Worker:
                 continue
             progress, log, new_lines, progress_changed = taken
             self._retry_db(
-                lambda job=job, progress=progress, log=log: self.store.save_live(
-                    job.pk, self.worker_id, progress, log
-                )
+                functools.partial(self.store.save_live, job.pk, self.worker_id, progress, log)
             )
             job.progress, job.log = progress, log
             for line in new_lines:

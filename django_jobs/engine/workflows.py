@@ -23,8 +23,8 @@ from ..exceptions import ChildFailed, JobTimeout, UnknownKind
 from ..models import Job
 from ..registry import JobHandle, get
 from ..signals import children_spawned
+from ..states import ENDED_STATES, JobState, StepState
 from ..store import get_store
-from ..types import ENDED_STATES, StepState
 from .admission import admit
 from .suspend import Suspend
 
@@ -150,12 +150,12 @@ def gather(
     pending, foreign = _pending(ids, job.pk, steps.alias)
     if pending:
         if deadline is not None and now >= deadline:
-            error = JobTimeout(
+            expired = JobTimeout(
                 f"{pending} of {len(ids)} children of step {name!r} had not ended within its "
                 "timeout; they keep running. Raise the timeout, or gather them again."
             )
-            steps._fail(row, error)
-            raise error
+            steps._fail(row, expired)
+            raise expired
         # Woken by the last owned child's end; a child we do not own is re-checked.
         wake = now + FOREIGN_RECHECK if foreign else None
         if deadline is not None and (wake is None or deadline < wake):
@@ -166,7 +166,7 @@ def gather(
         value = [outcomes[i].as_json() for i in ids]
         steps._finish(row, value)
         return [outcomes[i] for i in ids]
-    bad = [i for i in dict.fromkeys(ids) if outcomes[i].state != "succeeded"]
+    bad = [i for i in dict.fromkeys(ids) if outcomes[i].state != JobState.SUCCEEDED]
     if bad:
         shown = ", ".join(f"#{i} ({outcomes[i].state})" for i in bad[:10])
         more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
@@ -223,9 +223,11 @@ def _outcomes(ids: list[int], alias: str) -> dict[int, ChildResult]:
         )
         for job_id, state, result, error in rows:
             found[job_id] = ChildResult(
-                job_id, state, result if state == "succeeded" else None, error
+                job_id, state, result if state == JobState.SUCCEEDED else None, error
             )
     for job_id in ids:
         # A child deleted (pruned) after it ended: its outcome is gone.
-        found.setdefault(job_id, ChildResult(job_id, "cancelled", None, "the job was deleted"))
+        found.setdefault(
+            job_id, ChildResult(job_id, JobState.CANCELLED, None, "the job was deleted")
+        )
     return found

@@ -37,7 +37,7 @@ from ..conf import jobs_settings
 from ..durations import parse_duration
 from ..store import events as store
 from ..store.base import BATCH_SHARED
-from ..store.event_rows import NewEvent
+from ..store.event_rows import NewEvent, StoredEvent
 from .fanout import fleet, fleet_transports
 from .payloads import event_text, owner_key, snapshot
 
@@ -127,7 +127,7 @@ class CreatedEventWriter:
         # their job.created goes the usual way, after the commit, through the writer.
         self._store(alias, jobs, ordered=True, when="with its jobs; it follows the commit")
 
-    def stored(self, alias: str, events: list[store.StoredEvent]) -> None:
+    def stored(self, alias: str, events: list[StoredEvent]) -> None:
         if _fleet_publishes():
             _publish_fleet(events)
 
@@ -141,7 +141,11 @@ class CreatedEventWriter:
     def _store(self, alias: str, jobs: list[Job], *, ordered: bool, when: str) -> None:
         """Store the jobs' job.created rows and mark the jobs; on failure log and leave them
         to the writer (``job_event`` then goes without ``stored``)."""
-        rows = [Published("job.created", job, job.created_at, None).to_row() for job in jobs]
+        rows = [
+            # Admission sets created_at; the column allows NULL, hence the fallback.
+            Published("job.created", job, job.created_at or clock.now(), None).to_row()
+            for job in jobs
+        ]
         fleet = _fleet_publishes()
         try:
             stored = store.insert(alias, rows, ordered=ordered, returning=fleet)
@@ -331,7 +335,7 @@ def _fleet_publishes() -> bool:
     return bool(fleet_transports())
 
 
-def _publish_fleet(rows: list[store.StoredEvent]) -> None:
+def _publish_fleet(rows: list[StoredEvent]) -> None:
     fleet.publish(rows)
 
 

@@ -78,7 +78,7 @@ async def _subscribe_forever() -> None:
 
     # No silent reconnection: every loss must surface here, for the catch-up below. A
     # subscription waits for messages as long as it takes.
-    options = {
+    options: dict[str, Any] = {
         **settings.EVENTSTREAM_REDIS,
         "retry": Retry(NoBackoff(), 0),
         "retry_on_error": [],

@@ -27,6 +27,7 @@ from django.db import connections
 from ..conf import jobs_settings
 from ..store import events as store
 from ..store import get_store
+from ..store.event_rows import StoredEvent
 from .fanout import channel_layer, layer_is_local, send_sse, send_ws, sse_uses_redis, ws_messages
 
 logger = logging.getLogger("django_jobs.events")
@@ -154,7 +155,7 @@ class Relay:
             if len(rows) < self.BATCH:
                 return
 
-    def _deliver(self, rows: list[store.StoredEvent]) -> None:
+    def _deliver(self, rows: list[StoredEvent]) -> None:
         sse_local = not sse_uses_redis()
         for row in rows:
             # First the cursor, then the delivery: a stream that reads the rows "up to what

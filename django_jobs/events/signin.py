@@ -40,8 +40,8 @@ class SignIn:
             user = get_user(request)
             return bool(user.is_authenticated) and user.pk == self.user_pk
         model = get_user_model()
-        user = model._default_manager.filter(pk=self.user_pk).first()
-        return user is not None and getattr(user, "is_active", True)
+        found = model._default_manager.filter(pk=self.user_pk).first()
+        return found is not None and getattr(found, "is_active", True)
 
 
 def session_key_of(session: Any) -> str | None:

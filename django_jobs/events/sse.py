@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django_eventstream.channelmanager import DefaultChannelManager
 from django_eventstream.storage import DjangoModelStorage
 
@@ -77,7 +78,7 @@ def signed_in_user(request: HttpRequest) -> tuple[Any, SignIn] | None:
     from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
     try:
         user = Request(request, authenticators=authenticators).user
     except Exception:  # AuthenticationFailed: refused credentials are a 401 like none
@@ -113,15 +114,15 @@ def invalid(errors: dict[str, list[str]]) -> HttpResponse:
     )
 
 
-def events(request: HttpRequest) -> HttpResponse:
+def events(request: HttpRequest) -> HttpResponseBase:
     """``GET events/``: the caller's live job events as Server-Sent Events (SPEC §8)."""
     if request.method != "GET":
-        response = JsonResponse(
+        refused = JsonResponse(
             {"code": "METHOD_NOT_ALLOWED", "message": "The event stream answers GET only."},
             status=405,
         )
-        response["Allow"] = "GET"
-        return response
+        refused["Allow"] = "GET"
+        return refused
     signed_in = signed_in_user(request)
     if signed_in is None:
         return unauthenticated()

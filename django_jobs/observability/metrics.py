@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from ..conf import jobs_settings
 from ..models import Job, PrunedCount
 from ..permissions import is_operator
-from ..types import ENDED_STATES, JobState
+from ..states import ENDED_STATES, JobState
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -132,7 +132,7 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
     challenge = None
     for authenticator in authenticators:
         challenge = authenticator.authenticate_header(request)

@@ -11,6 +11,7 @@ from django.db.models.functions import TruncMinute
 from .. import clock
 from ..conf import jobs_settings
 from ..models import Job
+from ..states import JobState
 
 LATENCY_SAMPLE = 1000
 
@@ -32,7 +33,7 @@ def queue_stats(queryset: Any = None) -> dict[str, Any]:
         entry["states"][row["state"]] = row["n"]
     due = (
         jobs.order_by()
-        .filter(state__in=("queued", "waiting"), run_at__lte=now)
+        .filter(state__in=(JobState.QUEUED, JobState.WAITING), run_at__lte=now)
         .values("queue")
         .annotate(oldest=Min("run_at"))
     )
@@ -47,7 +48,9 @@ def queue_stats(queryset: Any = None) -> dict[str, Any]:
         .values_list("run_at", "started_at")[:LATENCY_SAMPLE]
     )
     latencies = sorted(
-        max((started - run_at).total_seconds() * 1000, 0.0) for run_at, started in recent
+        max((started - run_at).total_seconds() * 1000, 0.0)
+        for run_at, started in recent
+        if run_at is not None and started is not None  # filtered above: for the type checker
     )
     return {
         "queues": sorted(queues.values(), key=lambda e: e["queue"]),
@@ -62,7 +65,7 @@ def queue_stats(queryset: Any = None) -> dict[str, Any]:
 
 
 #: The states a job ends in, counted by ``throughput()``.
-_ENDED = ("succeeded", "failed", "cancelled")
+_ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 def throughput(minutes: int = 10, queryset: Any = None) -> dict[str, Any]:
@@ -112,4 +115,4 @@ def expired_leases(queryset: Any = None) -> int:
     A worker of their engine re-asks them at its next rescue; until then they hold their slot.
     """
     jobs = queryset if queryset is not None else Job.objects.using(jobs_settings.DATABASE)
-    return jobs.order_by().filter(state="running", leased_until__lt=clock.now()).count()
+    return jobs.order_by().filter(state=JobState.RUNNING, leased_until__lt=clock.now()).count()

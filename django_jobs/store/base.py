@@ -20,7 +20,7 @@ from django.db.models import Model, Q
 
 from .. import clock
 from ..models import Job, JobStep, PrunedCount
-from ..types import ENDED_STATES, LIVE_STATES
+from ..states import ENDED_STATES, LIVE_STATES, JobState
 
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table
@@ -30,7 +30,8 @@ PRUNED_TABLE = PrunedCount._meta.db_table
 # every ended row of the table for each batch (measured on PostgreSQL: 1.9 s for a batch of
 # 2,000 among 100,000 ended rows, against milliseconds by id).
 ENDED = "state || ''"
-COLUMNS = [f.column for f in Job._meta.concrete_fields]
+# A concrete field always has a column (the stubs type it ``str | None``).
+COLUMNS: list[str] = [f.column for f in Job._meta.concrete_fields]  # type: ignore[misc]
 SELECT_COLUMNS = ", ".join(f"{TABLE}.{c}" for c in COLUMNS)
 FIELD_NAMES = [f.attname for f in Job._meta.concrete_fields]
 
@@ -98,7 +99,7 @@ class NewJob:
             "kind": self.kind,
             "queue": self.queue,
             "engine": self.engine,
-            "state": "queued",
+            "state": JobState.QUEUED,
             "payload": _reread(self.payload_text()),
             "result": None,
             "error": None,
@@ -415,7 +416,9 @@ class Store:
             f"SELECT queue, tenant, COUNT(*) FROM {TABLE} WHERE state = 'running' "
             "GROUP BY queue, tenant"
         )
-        total, per_queue, per_tenant = 0, {}, {}
+        total = 0
+        per_queue: dict[str, int] = {}
+        per_tenant: dict[str, int] = {}
         for queue, tenant, count in rows:
             total += count
             per_queue[queue] = per_queue.get(queue, 0) + count
@@ -529,7 +532,7 @@ class Store:
                 "RETURNING id, state, parent_id",
                 [self.dt(now), error, self.dt(now), self.dt(now), *params],
             )
-            self.children_ended([row[2] for row in rows if row[1] == "failed"], now)
+            self.children_ended([row[2] for row in rows if row[1] == JobState.FAILED], now)
         return [(row[0], row[1]) for row in rows]
 
     # -- outcomes -----------------------------------------------------------------------------
@@ -545,13 +548,13 @@ class Store:
         written: list[int] = []
         parents: list[int | None] = []
         with transaction.atomic(using=self.alias):
-            successes = [o for o in outcomes if o.state == "succeeded"]
+            successes = [o for o in outcomes if o.state == JobState.SUCCEEDED]
             if successes:
                 for job_id, parent_id in self._record_successes(successes):
                     written.append(job_id)
                     parents.append(parent_id)
             for outcome in outcomes:
-                if outcome.state == "succeeded":
+                if outcome.state == JobState.SUCCEEDED:
                     continue
                 held, parent_id = self._record_one(outcome)
                 if held:
@@ -573,7 +576,7 @@ class Store:
     def _record_one(self, o: Outcome) -> tuple[bool, int | None]:
         """Record one outcome; return (lease still held, the job's parent id)."""
         ended = o.state in ENDED_STATES
-        if o.state == "waiting":
+        if o.state == JobState.WAITING:
             # A wake requested while the job ran (an emit matching its wait, or its last
             # child's end) re-asks it now; otherwise it sleeps until run_at (NULL: until woken).
             run_at_sql = "CASE WHEN wake_requested THEN %s ELSE %s END"

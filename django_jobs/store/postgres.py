@@ -14,7 +14,7 @@ from django.db.models import Model
 from psycopg.pq import Format
 
 from ..models import Job
-from ..types import ENDED_STATES
+from ..states import ENDED_STATES
 from .base import (
     BATCH_SHARED,
     COLUMNS,
@@ -70,8 +70,9 @@ _VALUE_OF: dict[str, Callable[[NewJob], Any]] = {
     "captured": NewJob.captured_text,
     "run_at": attrgetter("run_at"),
     "parent_id": attrgetter("parent_id"),
-    "event_head": lambda r: r.created_event[0],
-    "event_tail": lambda r: r.created_event[1],
+    # Read only for rows that carry their event (see _statement).
+    "event_head": lambda r: r.created_event[0],  # type: ignore[index]
+    "event_tail": lambda r: r.created_event[1],  # type: ignore[index]
 }
 _TYPES = {**dict(_SOURCE), "event_head": "text", "event_tail": "text"}
 # What differs between the rows of one enqueue_many: the rest is sent once, not per row.
@@ -210,7 +211,7 @@ class _PreparingCursor(ServerBindingCursor):
     def execute(
         self, query: Any, params: Any = None, *, prepare: bool | None = True, **kw: Any
     ) -> Any:
-        return super().execute(query, params, prepare=prepare, **kw)
+        return super().execute(query, params, prepare=prepare, **kw)  # type: ignore[misc]  # a psycopg Cursor (django-stubs lack the base)
 
 
 class _PlanningCursor(ServerBindingCursor):
@@ -220,7 +221,7 @@ class _PlanningCursor(ServerBindingCursor):
     def execute(
         self, query: Any, params: Any = None, *, prepare: bool | None = False, **kw: Any
     ) -> Any:
-        return super().execute(query, params, prepare=False, **kw)
+        return super().execute(query, params, prepare=False, **kw)  # type: ignore[misc]  # a psycopg Cursor (django-stubs lack the base)
 
 
 # libpq options a worker sets on its connections unless the project's OPTIONS set them
@@ -287,9 +288,10 @@ class PostgresStore(Store):
                 # threshold no query reaches keeps the user's own queries as they were.
                 raw.prepare_threshold = NEVER_BY_COUNT
             if not prepare:
-                cursor: Any = _PlanningCursor(raw)
+                cursor: Any = _PlanningCursor(raw)  # type: ignore[call-arg]  # as above
             else:
-                cursor = (_PreparingCursor if prepares else ServerBindingCursor)(raw)
+                kind = _PreparingCursor if prepares else ServerBindingCursor
+                cursor = kind(raw)  # type: ignore[call-arg]
             tz_loader = raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
             if db.timezone != tz_loader.timezone:
                 register_tzloader(db.timezone, cursor)
@@ -311,7 +313,7 @@ class PostgresStore(Store):
         if rows[0].created_event is not None:
             for job, (n, job_id, event_id) in zip(jobs, inserted, strict=True):
                 row = rows[n - 1]
-                head, tail = row.created_event  # type: ignore[misc]
+                head, tail = row.created_event
                 owner = None if row.owner_id is None else str(row.owner_id)
                 job.__dict__["_created_event"] = StoredEvent(
                     event_id, "job.created", job_id, owner, f"{head}{job_id}{tail}"

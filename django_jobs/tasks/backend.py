@@ -199,7 +199,8 @@ class JobsBackend(BaseTaskBackend):
 
     # -- configuration ------------------------------------------------------------------------
 
-    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+    # Django runs any iterable of messages; the stubs ask for a list.
+    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:  # type: ignore[override]
         yield from super().check(**kwargs)
         if self.config_error is not None:
             yield checks.Error(

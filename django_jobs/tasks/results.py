@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
 from ..models import JobStep
-from ..types import StepState
+from ..states import JobState, StepState
 from .compat import Task, TaskError, TaskResult, TaskResultStatus
 
 if TYPE_CHECKING:
@@ -36,24 +36,24 @@ TRACEBACK_CAP = 16_000
 
 #: Job state -> Django's TaskResultStatus. A job that will not run again on its own (blocked,
 #: unknown, cancelled) is FAILED: "unable to start" or stopped, in Django's words.
-STATUS = {
-    "queued": TaskResultStatus.READY,
-    "waiting": TaskResultStatus.READY,
-    "running": TaskResultStatus.RUNNING,
-    "succeeded": TaskResultStatus.SUCCESSFUL,
-    "failed": TaskResultStatus.FAILED,
-    "blocked": TaskResultStatus.FAILED,
-    "unknown": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
+STATUS: dict[str, TaskResultStatus] = {
+    JobState.QUEUED: TaskResultStatus.READY,
+    JobState.WAITING: TaskResultStatus.READY,
+    JobState.RUNNING: TaskResultStatus.RUNNING,
+    JobState.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    JobState.FAILED: TaskResultStatus.FAILED,
+    JobState.BLOCKED: TaskResultStatus.FAILED,
+    JobState.UNKNOWN: TaskResultStatus.FAILED,
+    JobState.CANCELLED: TaskResultStatus.FAILED,
 }
 
 #: For a FAILED job whose last attempt left no error record (cancelled before it ran, stopped
 #: by the engine, or its worker died), the TaskError names the engine's reason.
-ENGINE_ERRORS = {
-    "cancelled": "django_jobs.exceptions.Cancelled",
-    "blocked": "django_jobs.exceptions.Blocked",
-    "unknown": "django_jobs.exceptions.Uncertain",
-    "failed": "django_jobs.exceptions.JobsError",
+ENGINE_ERRORS: dict[str, str] = {
+    JobState.CANCELLED: "django_jobs.exceptions.Cancelled",
+    JobState.BLOCKED: "django_jobs.exceptions.Blocked",
+    JobState.UNKNOWN: "django_jobs.exceptions.Uncertain",
+    JobState.FAILED: "django_jobs.exceptions.JobsError",
 }
 
 
@@ -192,7 +192,7 @@ def build_result(
     if status == TaskResultStatus.FAILED and job.attempts not in history.errors:
         errors.append(
             TaskError(
-                exception_class_path=ENGINE_ERRORS.get(job.state, ENGINE_ERRORS["failed"]),
+                exception_class_path=ENGINE_ERRORS.get(job.state, ENGINE_ERRORS[JobState.FAILED]),
                 traceback=job.error or f"The job is {job.state}.",
             )
         )
@@ -201,7 +201,7 @@ def build_result(
     finished_at = job.ended_at
     if finished and finished_at is None and job.attempts in history.errors:
         finished_at = parse_datetime(str(history.errors[job.attempts].get("at") or ""))
-    result = TaskResult(
+    result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(job.pk),
         status=status,

@@ -10,7 +10,7 @@ leaves no retry.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.dispatch import Signal
@@ -56,7 +56,7 @@ def run_task(ctx: JobContext) -> Any:
             f"TASKS[{alias!r}] is {type(backend).__name__} here, not JobsBackend. Point it at "
             "django_jobs.tasks.JobsBackend, then retry the job; or cancel it."
         )
-    return execute(backend, ctx)
+    return execute(cast("JobsBackend", backend), ctx)
 
 
 def execute(backend: JobsBackend, ctx: JobContext) -> Any:

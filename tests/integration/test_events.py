@@ -54,9 +54,9 @@ from django_jobs.events.streams import current_id, replay
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
 from django_jobs.signals import EVENT_TYPES
+from django_jobs.states import JobState
 from django_jobs.store.event_rows import StoredEvent
 from django_jobs.testing import run_until_idle
-from django_jobs.types import JobState
 from testproject.jobs import always_fail, hello, record
 
 JOB_KEYS = set(job_json(Job(kind="x"), payload=False))

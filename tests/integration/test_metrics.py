@@ -16,7 +16,7 @@ from django.urls import path
 
 from django_jobs.models import Job
 from django_jobs.observability.metrics import metrics_view
-from django_jobs.types import JobState
+from django_jobs.states import JobState
 
 urlpatterns = [path("metrics/", metrics_view)]
 

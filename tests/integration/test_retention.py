@@ -20,7 +20,7 @@ from django.test import override_settings
 from django_jobs import InvalidDuration, retry
 from django_jobs.engine.maintenance import prune, prune_expired, retention_period
 from django_jobs.models import Job, JobStep
-from django_jobs.types import ENDED_STATES, LIVE_STATES
+from django_jobs.states import ENDED_STATES, LIVE_STATES
 from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db

@@ -21,10 +21,10 @@ from hypothesis.extra.django import TestCase as HypothesisTestCase
 
 from django_jobs.engine.worker import Worker, bound_silent_network
 from django_jobs.models import Job, JobStep, PrunedCount
+from django_jobs.states import ENDED_STATES, LIVE_STATES
 from django_jobs.store import Store, get_store
 from django_jobs.store import events as event_rows
 from django_jobs.store.event_rows import NewEvent
-from django_jobs.types import ENDED_STATES, LIVE_STATES
 from tests.conftest import on_postgres
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)

@@ -36,6 +36,7 @@ def as_read_back(job: Job) -> dict[str, Any]:
 
 
 def assert_same_as_orm(jobs: list[Job]) -> None:
+    assert jobs, "nothing to compare"
     for job in jobs:
         assert set(FIELDS) <= job.__dict__.keys()  # every field loaded, none deferred
         stored = Job.objects.get(pk=job.pk)

@@ -45,22 +45,38 @@ def test_one_kind_on_two_engines_is_a_duplicate():
 
 def test_reimporting_the_same_function_is_not_a_duplicate():
     # A module imported twice (autoreload, a test importing it by another path) defines the
-    # same function again: a new object with the same module and qualified name.
-    source = "def runner(ctx):\n    return 'run'\n"
+    # same function again: a new object with the same module and qualified name. (Its body
+    # may have changed in between, as after an edit that autoreload picks up.)
     first_import: dict = {"__name__": "unit_reimported"}
     second_import: dict = {"__name__": "unit_reimported"}
-    exec(source, first_import)
-    exec(source, second_import)
+    exec("def runner(ctx):\n    return 'before'\n", first_import)
+    exec("def runner(ctx):\n    return 'after'\n", second_import)
     assert first_import["runner"] is not second_import["runner"]
 
     first = job("unit.same", idempotency_key="payload")(first_import["runner"])
     try:
+        assert lookup("unit.same") is first
         again = job("unit.same", idempotency_key="payload")(second_import["runner"])
-        assert again.kind == first.kind == "unit.same"
-        assert lookup("unit.same").func(None) == "run"
-        assert sum(h.kind == "unit.same" for h in all_handles()) == 1
+        # The newer definition replaces the older one: it is what workers run from now on.
+        assert lookup("unit.same") is again and again is not first
+        assert lookup("unit.same").func(None) == "after"
+        assert [h for h in all_handles() if h.kind == "unit.same"] == [again]
     finally:
         unregister("unit.same")
+
+
+def test_decorating_the_same_function_twice_is_not_a_duplicate():
+    def runner(ctx):
+        return "run"
+
+    first = job("unit.twice", idempotency_key="payload")(runner)
+    try:
+        again = job("unit.twice", idempotency_key="payload", label="Twice")(runner)
+        assert lookup("unit.twice") is again and again.func is first.func is runner
+        assert again.label == "Twice"  # the last decoration's options hold
+        assert [h for h in all_handles() if h.kind == "unit.twice"] == [again]
+    finally:
+        unregister("unit.twice")
 
 
 def test_unknown_kind_says_where_to_define_it():

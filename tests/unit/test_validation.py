@@ -79,7 +79,7 @@ def test_accepted_exactly_when_every_string_is_storable(value):
 @given(JSON_VALUES)
 def test_readable_is_always_storable(value):
     repaired = readable(value)
-    storable_json(repaired, what="payload")
+    assert json.loads(storable_json(repaired, what="payload")) == repaired
     if all(storable(s) for s in strings_of(value)):
         assert repaired == value
 
@@ -87,8 +87,9 @@ def test_readable_is_always_storable(value):
 @pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH])
 def test_up_to_the_depth_limit_is_accepted(depth):
     assert depth_of(nested(depth)) == depth
-    storable_json(nested(depth), what="payload")
-    storable_json({"a": nested(depth - 1)}, what="payload")
+    assert storable_json(nested(depth), what="payload") == "[" * depth + "1" + "]" * depth
+    text = storable_json({"a": nested(depth - 1)}, what="payload")
+    assert text == '{"a":' + "[" * (depth - 1) + "1" + "]" * (depth - 1) + "}"
 
 
 @pytest.mark.parametrize("value", [nested(MAX_DEPTH + 1), {"a": nested(MAX_DEPTH)}, nested(5000)])
@@ -98,7 +99,9 @@ def test_deeper_is_refused(value):
 
 
 def test_many_brackets_in_strings_are_not_depth():
-    storable_json(["[" * 500, {"k": "{" * 500}], what="payload")
+    value = ["[" * 500, {"k": "{" * 500}]
+    assert depth_of(value) == 2
+    assert json.loads(storable_json(value, what="payload")) == value
 
 
 def test_an_escaped_backslash_before_u0000_is_not_nul():

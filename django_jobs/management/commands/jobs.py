@@ -20,7 +20,7 @@ from ...mcp_server import serve
 from ...observability.stats import queue_stats
 from ...printable import printable
 from ...serialize import job_json
-from ...types import JobState
+from ...states import JobState, StepState
 
 
 def _plain(text: str) -> str:
@@ -81,7 +81,7 @@ class Command(BaseCommand):
             "--as",
             dest="as_",
             required=True,
-            choices=["completed", "failed"],
+            choices=[StepState.COMPLETED.value, StepState.FAILED.value],
             help="What really happened.",
         )
         sub.add_argument("--value", metavar="JSON", help="The step's result, as JSON.")
@@ -219,7 +219,7 @@ class Command(BaseCommand):
         row = operations.retry(
             options["id"], from_step=options["from_step"], children=options["children"]
         )
-        if row["state"] == "waiting":
+        if row["state"] == JobState.WAITING:
             words = f"waits for its retried children ({printable(row['wait_reason'] or '')})."
         else:
             words = (
@@ -229,7 +229,7 @@ class Command(BaseCommand):
 
     def do_cancel(self, options: dict[str, Any]) -> None:
         row = operations.cancel(options["id"])
-        if row["state"] == "running":
+        if row["state"] == JobState.RUNNING:
             text = (
                 f"Cancellation of job #{row['id']} requested: it is running, and stops at "
                 "its next ctx.check_cancelled()."
