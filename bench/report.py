@@ -131,3 +131,105 @@ def goals_met(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) -> 
         if c.goal is not None and ratios:
             found[f"{c.figure} / {c.peer}"] = bool(c.met(statistics.median(ratios)))
     return found
+
+
+# -- a revision beside the working tree (``python -m bench --against REV``) ---------------------
+
+#: Fewer repetitions than this give no verdict: one run has no spread.
+MIN_RUNS_FOR_VERDICT = 2
+
+#: The rule that marks a figure "worse", as the report prints it.
+NOISE_RULE = (
+    "ratio: working tree / REV within each repetition (REV / working tree for ms, s and "
+    "us/job), so below 1 is always worse; the median of those ratios is shown, with their "
+    "min..max.\n"
+    "noise: a figure is 'worse' only when every repetition's ratio is below 1 AND the median "
+    "ratio is below 1 by more than REV's own run-to-run spread ((max - min) / median of its "
+    "repetitions); 'better' is the mirror image; anything else is 'same'. With fewer than "
+    f"{MIN_RUNS_FOR_VERDICT} repetitions there is no spread to judge by, and no verdict ('-')."
+)
+
+
+def against_ratio(figure: str, work: float, rev: float) -> float:
+    """The working tree against REV, oriented so that below 1 is worse: work / rev for a rate,
+    rev / work for a time, a latency or a CPU cost."""
+    return work / rev if higher_is_better(figure) else rev / work
+
+
+def against_ratios(figure: str, work: Runs, rev: Runs) -> list[float]:
+    """The oriented ratio in each repetition where both sides measured the figure."""
+    return [
+        against_ratio(figure, w, r)
+        for w, r in zip(work.get(figure, []), rev.get(figure, []), strict=False)
+        if w and r
+    ]
+
+
+def spread(values: list[float]) -> float:
+    """Run-to-run spread: (max - min) / median, 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle else 0.0
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One figure of the working tree beside REV's."""
+
+    figure: str
+    work: float  # median
+    rev: float  # median
+    ratios: tuple[float, ...]
+    rev_spread: float
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def verdict(self) -> str:
+        """One of worse, better, same, or "-" (too few repetitions to judge the noise)."""
+        if len(self.ratios) < MIN_RUNS_FOR_VERDICT:
+            return "-"
+        if max(self.ratios) < 1 and 1 - self.ratio > self.rev_spread:
+            return "worse"
+        if min(self.ratios) > 1 and self.ratio - 1 > self.rev_spread:
+            return "better"
+        return "same"
+
+
+def versus(work: Runs, rev: Runs) -> list[Versus]:
+    """Every figure both sides measured, in the working tree's order."""
+    found = []
+    for figure, values in work.items():
+        ratios = against_ratios(figure, work, rev)
+        if not ratios:
+            continue
+        found.append(
+            Versus(
+                figure,
+                statistics.median(values),
+                statistics.median(rev[figure]),
+                tuple(ratios),
+                spread(rev[figure]),
+            )
+        )
+    return found
+
+
+def against_table(work: Runs, rev: Runs) -> str:
+    """Per figure: both medians, the median ratio, its min..max, REV's spread, the verdict."""
+    head = (
+        f"{'figure':<28}{'unit':>8}{'working tree':>14}{'REV':>10}{'ratio':>8}"
+        f"{'min..max':>14}{'REV spread':>12}  verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for v in versus(work, rev):
+        u = unit(v.figure)
+        low_high = f"{min(v.ratios):.2f}..{max(v.ratios):.2f}"
+        lines.append(
+            f"{v.figure:<28}{u:>8}{fmt(v.work, u):>14}{fmt(v.rev, u):>10}{v.ratio:>8.2f}"
+            f"{low_high:>14}{v.rev_spread:>11.0%}  {v.verdict}"
+        )
+    return "\n".join(lines)
