@@ -43,6 +43,8 @@ def test_a_side_imports_the_revisions_engine_and_the_working_trees_harness(repo,
     into.mkdir()
     revision = against.check_out(repo, "HEAD~1", into)
     assert revision.commit == git(repo, "rev-parse", "HEAD~1")
+    # Compiled before it is measured, as the working tree's already is.
+    assert any((revision.worktree / "django_jobs" / "__pycache__").glob("__init__.*.pyc"))
     env = against.side_environment(revision.path / "django_jobs", revision.path)
     shown = subprocess.run(
         [
