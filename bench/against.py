@@ -9,9 +9,11 @@ holds nothing but a link to it goes first on ``PYTHONPATH``, and the processes r
 checks the engine it imported (``bench.apps``, ``BENCH_ENGINE``): a side that ran the wrong
 engine stops the run.
 
-Each repetition runs one ``python -P -m bench --side ...`` subprocess per side, one after the
-other, the side that goes first alternating between repetitions; the subprocess measures its
-figures once (the same counts on both sides) and writes them to a JSON file. Each side has a
+Each repetition runs, for each group of figures (enqueue and drain, async, steps, pickup), one
+``python -P -m bench --side ...`` subprocess per side, one after the other, so a figure's two
+measurements are seconds apart; the side that goes first alternates between repetitions. The
+subprocess measures its figures once (the same counts on both sides) and writes them to a
+JSON file. Each side has a
 database of its own on the same server (the revision's: the benchmark database's name +
 ``_rev``), migrated by that side's engine: a revision with fewer (or other) migrations never
 meets a schema it does not know, and nothing migrates backwards between repetitions. Every
@@ -119,6 +121,15 @@ def order(repetition: int) -> tuple[str, str]:
     return (REV, WORK) if repetition % 2 else (WORK, REV)
 
 
+#: The figures one side's subprocess measures at a time: both sides measure a group before the
+#: next one starts, so a figure's two measurements are seconds apart, not a whole suite apart.
+GROUPS = ({"enqueue", "drain"}, {"async"}, {"steps"}, {"pickup"})
+
+
+def groups(only: set[str]) -> list[set[str]]:
+    return [group & only for group in GROUPS if group & only]
+
+
 @dataclass
 class Side:
     name: str
@@ -201,9 +212,11 @@ def run(args: argparse.Namespace, only: set[str]) -> int:
             for repetition in range(1, args.runs + 1):
                 first, second = order(repetition)
                 print(f"run {repetition}/{args.runs}: {first} first", flush=True)
-                for name in (first, second):
-                    out = Path(folder) / f"{name.replace(' ', '-')}-{repetition}.json"
-                    measure(sides[name], args, only, f"{stamp}-{repetition}-{name}", out)
+                for number, group in enumerate(groups(only)):
+                    for name in (first, second):
+                        out = Path(folder) / f"{name.replace(' ', '-')}-{repetition}-{number}.json"
+                        tag = f"{stamp}-{repetition}-{number}-{name}"
+                        measure(sides[name], args, group, tag, out)
         finally:
             remove(ROOT, revision.worktree)
     load_after = os.getloadavg()
