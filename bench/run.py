@@ -4,6 +4,7 @@ Usage, from the repository root::
 
     python -m bench                  # or: python bench/run.py
     python -m bench --runs 5 --only enqueue,drain --json results.json
+    python -m bench --runs 5 --against main   # main's engine beside the working tree's
 
 It creates (if missing) and migrates its own database, ``jobs_bench`` on the local PostgreSQL
 (``--database-url`` or ``BENCH_DATABASE_URL`` to change it; the name must contain "bench",
