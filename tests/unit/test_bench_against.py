@@ -109,3 +109,13 @@ def test_the_side_that_goes_first_alternates_and_the_revision_has_its_own_databa
     url = "postgres://postgres@127.0.0.1:5432/jobs_bench"
     assert against.side_url(url, against.WORK) == url
     assert against.side_url(url, against.REV) == url + "_rev"
+
+
+def test_both_sides_measure_a_group_of_figures_before_the_next_and_never_the_peers():
+    assert against.groups({"pickup", "drain", "enqueue", "peers"}) == [
+        {"enqueue", "drain"},
+        {"pickup"},
+    ]
+    assert against.groups({"steps"}) == [{"steps"}]
+    with pytest.raises(SystemExit, match="has none of them"):
+        against.run(None, {"peers"})  # type: ignore[arg-type] - refused before args are read
