@@ -150,6 +150,19 @@ def test_a_gain_beyond_the_noise_is_better_and_fewer_than_three_runs_give_no_ver
     assert verdicts(work, rev) == {"drain c=4": "better", "drain c=1": "-", "drain c=50": "-"}
 
 
+def test_better_is_worse_with_the_sides_swapped_so_a_wild_latency_is_not_better():
+    # A p99 of 50 jobs on a loaded machine: the working tree's REV / work ratios 1.51, 2.54 and
+    # 4.32, REV's own spread 148%. "ratio - 1 > noise" would call it better; REV is not worse
+    # than the working tree beyond that noise, so it is the same.
+    rev = {"pickup p99": [151.0, 254.0, 402.0]}
+    work = {"pickup p99": [100.0, 100.0, 93.0]}
+    (v,) = versus(work, rev)
+    assert v.ratio > 1 + v.noise
+    assert v.verdict == "same"
+    # Swapped, the same numbers are not "worse" either.
+    assert verdicts(rev, work) == {"pickup p99": "same"}
+
+
 def test_the_against_table_shows_both_medians_the_ratio_and_its_range():
     work = {"enqueue": [900.0, 950.0, 1_000.0], "only here": [1.0]}
     rev = {"enqueue": [1_000.0, 1_000.0, 1_000.0]}
