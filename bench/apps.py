@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class BenchConfig(AppConfig):
@@ -11,6 +13,18 @@ class BenchConfig(AppConfig):
     verbose_name = "Benchmarks"
 
     def ready(self) -> None:
+        # BENCH_ENGINE (set by ``--against`` for each side): the django_jobs folder this
+        # process must have imported. A side measuring the other side's engine would compare
+        # an engine with itself, so it stops instead.
+        expected = os.environ.get("BENCH_ENGINE")
+        if expected:
+            import django_jobs
+
+            found = Path(django_jobs.__file__).resolve().parent
+            if found != Path(expected).resolve():
+                raise ImproperlyConfigured(
+                    f"bench: django_jobs imported from {found}, not from {expected}."
+                )
         # BENCH_LIVE_EVENTS=0 measures the engine alone: the live events receivers (one event
         # row per job.created, job.started, job.succeeded) are disconnected in this process.
         if os.environ.get("BENCH_LIVE_EVENTS", "1") == "0":

@@ -131,3 +131,117 @@ def goals_met(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) -> 
         if c.goal is not None and ratios:
             found[f"{c.figure} / {c.peer}"] = bool(c.met(statistics.median(ratios)))
     return found
+
+
+# -- a revision beside the working tree (``python -m bench --against REV``) ---------------------
+
+#: Fewer repetitions than this give no verdict: one run has no spread, and two were seen to
+#: mark figures of identical code "worse" on a loaded machine.
+MIN_RUNS_FOR_VERDICT = 3
+
+#: The rule that marks a figure "worse", as the report prints it.
+NOISE_RULE = (
+    "ratio: working tree / REV within each repetition (REV / working tree for ms, s and "
+    "us/job), so below 1 is always worse; the median of those ratios is shown, with their "
+    "min..max.\n"
+    "noise: a figure is 'worse' only when every repetition's ratio is below 1 AND the median "
+    "ratio is below 1 by more than the figure's run-to-run spread ((max - min) / median of "
+    "its repetitions, the larger of REV's and the working tree's); 'better' is the same rule "
+    "with the sides swapped; anything else is 'same'. With fewer than "
+    f"{MIN_RUNS_FOR_VERDICT} repetitions: no verdict ('-')."
+)
+
+
+def against_ratio(figure: str, work: float, rev: float) -> float:
+    """The working tree against REV, oriented so that below 1 is worse: work / rev for a rate,
+    rev / work for a time, a latency or a CPU cost."""
+    return work / rev if higher_is_better(figure) else rev / work
+
+
+def against_ratios(figure: str, work: Runs, rev: Runs) -> list[float]:
+    """The oriented ratio in each repetition where both sides measured the figure."""
+    return [
+        against_ratio(figure, w, r)
+        for w, r in zip(work.get(figure, []), rev.get(figure, []), strict=False)
+        if w and r
+    ]
+
+
+def spread(values: list[float]) -> float:
+    """Run-to-run spread: (max - min) / median, 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle else 0.0
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One figure of the working tree beside REV's."""
+
+    figure: str
+    work: float  # median
+    rev: float  # median
+    ratios: tuple[float, ...]
+    rev_spread: float
+    work_spread: float = 0.0
+
+    @property
+    def noise(self) -> float:
+        """The figure's own run-to-run spread: the larger of the two sides'."""
+        return max(self.rev_spread, self.work_spread)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def verdict(self) -> str:
+        """One of worse, better, same, or "-" (too few repetitions to judge the noise)."""
+        if len(self.ratios) < MIN_RUNS_FOR_VERDICT:
+            return "-"
+        if max(self.ratios) < 1 and 1 - self.ratio > self.noise:
+            return "worse"
+        # The same rule with the sides swapped (REV / working tree below 1 by more than the
+        # noise): a ratio can grow without bound, and ``ratio - 1 > noise`` would call a
+        # latency's p99 of identical code "better" on a loaded machine.
+        if min(self.ratios) > 1 and 1 - 1 / self.ratio > self.noise:
+            return "better"
+        return "same"
+
+
+def versus(work: Runs, rev: Runs) -> list[Versus]:
+    """Every figure both sides measured, in the working tree's order."""
+    found = []
+    for figure, values in work.items():
+        ratios = against_ratios(figure, work, rev)
+        if not ratios:
+            continue
+        found.append(
+            Versus(
+                figure,
+                statistics.median(values),
+                statistics.median(rev[figure]),
+                tuple(ratios),
+                spread(rev[figure]),
+                spread(values),
+            )
+        )
+    return found
+
+
+def against_table(work: Runs, rev: Runs) -> str:
+    """Per figure: both medians, the median ratio, its min..max, the noise, the verdict."""
+    head = (
+        f"{'figure':<28}{'unit':>8}{'working tree':>14}{'REV':>10}{'ratio':>8}"
+        f"{'min..max':>14}{'noise':>8}  verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for v in versus(work, rev):
+        u = unit(v.figure)
+        low_high = f"{min(v.ratios):.2f}..{max(v.ratios):.2f}"
+        lines.append(
+            f"{v.figure:<28}{u:>8}{fmt(v.work, u):>14}{fmt(v.rev, u):>10}{v.ratio:>8.2f}"
+            f"{low_high:>14}{v.noise:>8.0%}  {v.verdict}"
+        )
+    return "\n".join(lines)

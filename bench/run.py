@@ -4,6 +4,7 @@ Usage, from the repository root::
 
     python -m bench                  # or: python bench/run.py
     python -m bench --runs 5 --only enqueue,drain --json results.json
+    python -m bench --runs 5 --against main   # main's engine beside the working tree's
 
 It creates (if missing) and migrates its own database, ``jobs_bench`` on the local PostgreSQL
 (``--database-url`` or ``BENCH_DATABASE_URL`` to change it; the name must contain "bench",
@@ -232,10 +233,14 @@ class Worker:
     ) -> None:
         """``prefix``: run under it (``ip netns exec NAME``, which execs: the pid is the
         worker's); ``env``: variables over this process's (its ``DATABASE_URL``)."""
+        # -P: manage.py's folder is not put first on the path, so the engine is whichever
+        # PYTHONPATH names first (``--against`` puts a revision's there), the root after it.
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": SETTINGS,
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join([*path, str(ROOT)]),
             **(env or {}),
         }
         self.spawned = time.time()
@@ -243,6 +248,7 @@ class Worker:
             [
                 *(prefix or []),
                 sys.executable,
+                "-P",
                 str(ROOT / "manage.py"),
                 "runjobs",
                 "--no-scheduler",
@@ -519,6 +525,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="off: disconnect the live events receiver (the engine alone)",
     )
     parser.add_argument("--json", type=Path, help="also write every run to this JSON file")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="measure the engine of the git revision REV beside the working tree's, each "
+        "repetition both, one after the other (bench/against.py); the peers are left out",
+    )
+    # One side of an --against run (bench/against.py starts it): measure, write the JSON.
+    parser.add_argument("--side", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:  # the quick sizes, unless given on the command line
         parser.set_defaults(**QUICK)
@@ -539,6 +554,12 @@ def main(argv: list[str] | None = None) -> int:
     # Read by bench.apps in this process and in every worker it starts.
     os.environ["BENCH_LIVE_EVENTS"] = "1" if args.live_events == "on" else "0"
     only = args.only
+    if args.against:
+        from bench import against
+
+        return against.run(args, only)
+    if args.side:
+        return side(args, only - {"peers"})
     python = None
     if "peers" in only:
         python = peers_env.ensure()
@@ -575,6 +596,28 @@ def main(argv: list[str] | None = None) -> int:
         print(note)
     if args.json:
         args.json.write_text(json.dumps({"runs": results.runs, "notes": results.notes}, indent=2))
+    return 0
+
+
+def side(args: argparse.Namespace, only: set[str]) -> int:
+    """One repetition of one side of an ``--against`` run: its figures, the engine it imported
+    and the migration its database is at, as JSON."""
+    prepare_database(args.database_url)
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    import django_jobs
+
+    results = Results()
+    run_once(args, only, args.tag or args.side, results, None)
+    reset()
+    leaves = MigrationLoader(connection).graph.leaf_nodes("django_jobs")
+    found = {
+        "runs": results.runs,
+        "engine": str(Path(django_jobs.__file__).resolve().parent),
+        "migration": ", ".join(name for _, name in leaves),
+    }
+    args.json.write_text(json.dumps(found))
     return 0
 
 

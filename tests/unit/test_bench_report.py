@@ -62,3 +62,114 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         ("drain async c=50", "drain c=50", 0.5, True),
         ("drain 3 steps c=4", "drain no-op c=4", 0.3, True),
     }
+
+
+# -- a revision beside the working tree --------------------------------------------------------
+
+from bench.report import (  # noqa: E402 - grouped with the tests that use them
+    NOISE_RULE,
+    against_ratios,
+    against_table,
+    spread,
+    versus,
+)
+
+
+def verdicts(work: dict[str, list[float]], rev: dict[str, list[float]]) -> dict[str, str]:
+    return {v.figure: v.verdict for v in versus(work, rev)}
+
+
+def test_against_a_revision_the_ratio_is_oriented_so_that_below_one_is_worse():
+    work = {"enqueue": [900.0, 1_100.0], "pickup p50": [4.0, 2.0], "drain c=1 cpu": [200.0, 50.0]}
+    rev = {"enqueue": [1_000.0, 1_000.0], "pickup p50": [2.0, 2.0], "drain c=1 cpu": [100.0, 100.0]}
+    assert against_ratios("enqueue", work, rev) == [0.9, 1.1]
+    # A latency, a CPU cost: twice the time is half as good.
+    assert against_ratios("pickup p50", work, rev) == [0.5, 1.0]
+    assert against_ratios("drain c=1 cpu", work, rev) == [0.5, 2.0]
+
+
+def test_the_median_of_per_repetition_ratios_not_the_ratio_of_medians():
+    # Load moved both sides together: repetition 2 ran at a third of the speed.
+    work = {"enqueue": [1_000.0, 330.0, 1_020.0]}
+    rev = {"enqueue": [1_000.0, 300.0, 600.0]}
+    (v,) = versus(work, rev)
+    assert v.ratios == (1.0, 1.1, 1.7)
+    assert v.ratio == 1.1  # the ratio of the medians would be 1,000 / 600 = 1.67
+    assert (v.work, v.rev) == (1_000.0, 600.0)
+
+
+def test_spread_is_max_minus_min_over_the_median():
+    assert spread([90.0, 100.0, 120.0]) == 0.3
+    assert spread([100.0]) == 0.0
+    assert spread([]) == 0.0
+
+
+def test_a_drop_in_every_repetition_beyond_revs_own_spread_is_worse():
+    # REV ran at 1,000 +- 2%; the working tree at 20% less in each repetition.
+    rev = {"enqueue": [990.0, 1_000.0, 1_010.0], "pickup p99": [10.0, 10.1, 9.9]}
+    work = {"enqueue": [800.0, 790.0, 810.0], "pickup p99": [13.0, 12.5, 14.0]}
+    assert verdicts(work, rev) == {"enqueue": "worse", "pickup p99": "worse"}
+    table = against_table(work, rev)
+    assert [line.split()[-1] for line in table.splitlines()[2:]] == ["worse", "worse"]
+
+
+def test_a_drop_within_revs_spread_or_not_in_every_repetition_is_not_worse():
+    rev = {
+        # REV itself moved by 30% from run to run: a 10% drop is within its noise.
+        "enqueue": [800.0, 1_000.0, 1_100.0],
+        # Steady, but one repetition of the working tree came out ahead.
+        "enqueue_many": [10_000.0, 10_000.0, 10_000.0],
+    }
+    work = {"enqueue": [720.0, 900.0, 990.0], "enqueue_many": [8_000.0, 10_500.0, 8_000.0]}
+    assert verdicts(work, rev) == {"enqueue": "same", "enqueue_many": "same"}
+
+
+def test_the_working_trees_own_spread_counts_as_noise_too():
+    # REV was steady; the working tree moved by 43% between its repetitions, so a 10% drop
+    # is within what the figure does from one repetition to the next.
+    rev = {"enqueue": [1_000.0, 1_000.0, 1_000.0]}
+    work = {"enqueue": [600.0, 900.0, 990.0]}
+    (v,) = versus(work, rev)
+    assert v.rev_spread == 0.0
+    assert v.noise == v.work_spread == 0.39 / 0.9
+    assert v.verdict == "same"
+
+
+def test_a_gain_beyond_the_noise_is_better_and_fewer_than_three_runs_give_no_verdict():
+    rev = {
+        "drain c=4": [1_000.0, 1_000.0, 1_000.0],
+        # Two repetitions, both far below: still no verdict (two runs say little of the noise).
+        "drain c=1": [1_000.0, 1_000.0],
+        "drain c=50": [1_000.0],
+    }
+    work = {
+        "drain c=4": [1_500.0, 1_400.0, 1_450.0],
+        "drain c=1": [500.0, 510.0],
+        "drain c=50": [1.0],
+    }
+    assert verdicts(work, rev) == {"drain c=4": "better", "drain c=1": "-", "drain c=50": "-"}
+
+
+def test_better_is_worse_with_the_sides_swapped_so_a_wild_latency_is_not_better():
+    # A p99 of 50 jobs on a loaded machine: the working tree's REV / work ratios 1.51, 2.54 and
+    # 4.32, REV's own spread 148%. "ratio - 1 > noise" would call it better; REV is not worse
+    # than the working tree beyond that noise, so it is the same.
+    rev = {"pickup p99": [151.0, 254.0, 402.0]}
+    work = {"pickup p99": [100.0, 100.0, 93.0]}
+    (v,) = versus(work, rev)
+    assert v.ratio > 1 + v.noise
+    assert v.verdict == "same"
+    # Swapped, the same numbers are not "worse" either.
+    assert verdicts(rev, work) == {"pickup p99": "same"}
+
+
+def test_the_against_table_shows_both_medians_the_ratio_and_its_range():
+    work = {"enqueue": [900.0, 950.0, 1_000.0], "only here": [1.0]}
+    rev = {"enqueue": [1_000.0, 1_000.0, 1_000.0]}
+    lines = against_table(work, rev).splitlines()
+    assert len(lines) == 3  # a figure only one side measured is left out
+    row = lines[2].split()
+    assert row[:6] == ["enqueue", "jobs/s", "950", "1,000", "0.95", "0.90..1.00"]
+    # The noise is the working tree's spread, 100 / 950; 1.00 in one repetition is not below 1.
+    assert row[6:] == ["11%", "same"]
+    assert "below 1 is always worse" in NOISE_RULE
