@@ -299,3 +299,34 @@ def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[
 
 #: ``job_text(job)``: the operator's job JSON text without payload and result (the events').
 job_text = compile_text_encoder()
+
+
+# -- the event JSON -----------------------------------------------------------------------------
+
+
+def event_data(
+    event_type: str,
+    job: Job,
+    at: datetime,
+    line: str | None = None,
+    *,
+    view: View = View.OPERATOR,
+) -> dict[str, Any]:
+    """The event as a dict: ``type``, ``job`` (no payload, no result), ``at`` and maybe ``line``."""
+    data: dict[str, Any] = {
+        "type": event_type,
+        "job": job_json(job, view=view, payload=False),
+        "at": at.isoformat(),
+    }
+    if event_type == "job.log":
+        data["line"] = line
+    return data
+
+
+def event_text(event_type: str, job: Job, at: datetime, line: str | None = None) -> str:
+    """``encode(event_data(...))``: the operator's text, the one stored (the worker makes two
+    or more per job, so the job's part comes from the generated ``job_text``)."""
+    text = f'{{"type":{json_value(event_type)},"job":{job_text(job)},"at":"{at.isoformat()}"'
+    if event_type == "job.log":
+        return f'{text},"line":{json_value(line)}}}'
+    return text + "}"
