@@ -6,7 +6,7 @@ through it, ``job.created`` included:
 
 - ``job.created`` is stored with its job: in an enqueue that runs its own transaction, the
   store's insert writes the job rows and their event rows together (``Store.insert_with_events``
-  gets ``event_row`` and calls it once it knows the ids), so a client never sees a job's
+  gets ``created_row`` and calls it once it knows the ids), so a client never sees a job's
   ``job.started`` before its ``job.created``. Inside the caller's ``transaction.atomic()`` the
   rows are stored just after the caller's commit (``publish_created``), in autocommit: holding
   the events' write lock (``store/events.py``) until the caller commits would serialize every

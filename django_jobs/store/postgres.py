@@ -44,10 +44,11 @@ class JobIds:
     Why the ids are drawn before the insert: the insert also writes each job's ``job.created``
     row, whose text (``serialize.event_text``, the one encoder of the job JSON) holds the
     job's id. Ids drawn by the insert statement itself could not be in a text made before it.
-    So each insert statement draws, besides the rows it inserts, the ids of the next ones
-    (``ahead``): an enqueue stays one round trip. A process's first enqueue, one after more
-    than ``MAX_AGE`` seconds without any, and a batch larger than what is in hand draw theirs
-    with a statement of their own first.
+    So each insert that stores ``job.created`` draws, besides the rows it inserts, the ids of
+    the next ones (``ahead``): an enqueue stays one round trip. A process's first enqueue, one
+    after more than ``MAX_AGE`` seconds without any, and a batch larger than what is in hand
+    draw theirs with a statement of their own first. An insert that stores no event (inside
+    the caller's transaction, or live events off) draws its ids itself, as before.
 
     Weighed against the other way (the insert draws the ids and returns them; a second,
     batched statement writes the event rows from them): that is two round trips, two
@@ -116,6 +117,7 @@ _SOURCE_WITH_EVENTS = [
     ("event_data", "text", True),
 ]
 _TYPES = {name: sql_type for name, sql_type, _ in _SOURCE_WITH_EVENTS}
+_VALUE_OF = {c.name: c.value for c in INSERT_COLUMNS}
 _JOB_COLUMNS, _JOB_VALUES = insert_sql(
     [f"u.{c.name}::jsonb" if c.is_json else f"u.{c.name}" for c in INSERT_COLUMNS],
     booleans=("false", "true"),
@@ -187,15 +189,15 @@ def _statement(
 ) -> tuple[str, list[Any]]:
     """The insert statement for ``rows`` and its parameters (see ``_insert_sql``); with
     ``created``, the rows' ids, their job.created rows and how many ids to draw ahead."""
-    values: dict[str, Callable[[int], Any]] = {}
-    for column in INSERT_COLUMNS:
-        values[column.name] = lambda i, get=column.value: get(rows[i])
     source = _SOURCE
+    sent: dict[str, list[Any]] = {}  # the values of the columns not on NewJob, row by row
     if created is not None:
         ids, events, ahead = created
-        values["id"] = ids.__getitem__
-        values["event_owner"] = lambda i: events[i].owner
-        values["event_data"] = lambda i: events[i].data
+        sent = {
+            "id": ids,
+            "event_owner": [e.owner for e in events],
+            "event_data": [e.data for e in events],
+        }
         source = _SOURCE_WITH_EVENTS
     if len(rows) == 1:
         per_row: tuple[str, ...] = ()
@@ -204,9 +206,11 @@ def _statement(
         uniform = all(BATCH_SHARED(r) == shared for r in rows)
         per_row = tuple(name for name, _, differs in source if differs or not uniform)
     shared_names = tuple(name for name, _, _ in source if name not in per_row)
-    params: list[Any] = [values[name](0) for name in shared_names]
-    indexes = range(len(rows))
-    params += [list(map(values[name], indexes)) for name in per_row]
+    first = rows[0]
+    params: list[Any] = [
+        sent[name][0] if name in sent else _VALUE_OF[name](first) for name in shared_names
+    ]
+    params += [sent[name] if name in sent else list(map(_VALUE_OF[name], rows)) for name in per_row]
     params.append(CHANNEL)
     if created is not None:
         params += [EVENTS_WRITE_LOCK, events[0].type, EVENTS_CHANNEL, ahead]
