@@ -25,11 +25,9 @@ class BenchConfig(AppConfig):
                 raise ImproperlyConfigured(
                     f"bench: django_jobs imported from {found}, not from {expected}."
                 )
-        # BENCH_LIVE_EVENTS=0 measures the engine alone: the live events receivers (one event
-        # row per job.created, job.started, job.succeeded) are disconnected in this process.
+        # BENCH_LIVE_EVENTS=0 measures the engine alone: no event row (one per job.created,
+        # job.started, job.succeeded) is stored in this process.
         if os.environ.get("BENCH_LIVE_EVENTS", "1") == "0":
-            from django_jobs import signals
-            from django_jobs.engine.admission import set_created_events
+            from django_jobs.engine.publish import store_events
 
-            signals.job_event.disconnect(dispatch_uid="django_jobs.events.outbox")
-            set_created_events(None)
+            store_events(False)

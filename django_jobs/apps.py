@@ -1,5 +1,6 @@
-"""The app config: ``ready()`` wires the system checks, the settings reload, the event writer,
-the ``jobs`` modules of installed apps and the kinds of ``TASKS`` backends."""
+"""The app config: ``ready()`` wires the system checks, the settings reload, the live
+streams' receivers, the ``jobs`` modules of installed apps and the kinds of ``TASKS``
+backends."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class JobsConfig(AppConfig):
         setting_changed.connect(reload_jobs_settings, dispatch_uid="django_jobs_settings")
         from .events import install as install_live_events
 
-        install_live_events()  # job_event -> event rows, for the SSE and WebSocket streams
+        install_live_events()  # stored event rows -> Redis, for a fleet's SSE and WebSocket
         autodiscover_modules("jobs")
 
         from .tasks import register_task_backends

@@ -264,8 +264,24 @@ def json_value(value: Any) -> str:
 
 
 def json_instant(value: datetime | None) -> str:
-    """The JSON of a datetime field: its ISO 8601 text (which needs no escaping), or null."""
-    return "null" if value is None else f'"{value.isoformat()}"'
+    """The JSON of a datetime field: its ISO 8601 text (which needs no escaping), or null.
+
+    The last one made is kept, by identity: the jobs of one ``enqueue_many`` share their
+    ``run_at`` and ``created_at`` objects (and ``job.created``'s ``at`` is its ``created_at``),
+    so a batch's event texts format each instant once, not three times per job. (A tuple,
+    swapped whole: another thread reads a pair that belongs together.)"""
+    global _last_instant
+    if value is None:
+        return "null"
+    last = _last_instant
+    if value is last[0]:
+        return last[1]
+    text = f'"{value.isoformat()}"'
+    _last_instant = (value, text)
+    return text
+
+
+_last_instant: tuple[datetime | None, str] = (None, "null")
 
 
 def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[[Job], str]:
@@ -299,3 +315,34 @@ def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[
 
 #: ``job_text(job)``: the operator's job JSON text without payload and result (the events').
 job_text = compile_text_encoder()
+
+
+# -- the event JSON -----------------------------------------------------------------------------
+
+
+def event_data(
+    event_type: str,
+    job: Job,
+    at: datetime,
+    line: str | None = None,
+    *,
+    view: View = View.OPERATOR,
+) -> dict[str, Any]:
+    """The event as a dict: ``type``, ``job`` (no payload, no result), ``at`` and maybe ``line``."""
+    data: dict[str, Any] = {
+        "type": event_type,
+        "job": job_json(job, view=view, payload=False),
+        "at": at.isoformat(),
+    }
+    if event_type == "job.log":
+        data["line"] = line
+    return data
+
+
+def event_text(event_type: str, job: Job, at: datetime, line: str | None = None) -> str:
+    """``encode(event_data(...))``: the operator's text, the one stored (the worker makes two
+    or more per job, so the job's part comes from the generated ``job_text``)."""
+    text = f'{{"type":{json_value(event_type)},"job":{job_text(job)},"at":{json_instant(at)}'
+    if event_type == "job.log":
+        return f'{text},"line":{json_value(line)}}}'
+    return text + "}"

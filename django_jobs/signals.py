@@ -3,9 +3,10 @@
 ``job_event`` is sent after the change it describes has committed, with ``type`` (one of
 ``job.created``, ``job.started``, ``job.progress``, ``job.log``, ``job.waiting``,
 ``job.succeeded``, ``job.failed``, ``job.blocked``, ``job.cancelled``, ``job.retrying``),
-``job`` (the ``Job``), ``at`` (the instant) and, for ``job.log``, ``line``. A ``job.created``
-whose event row was stored with the job (the enqueue ran its own transaction) also has
-``stored=True``.
+``job`` (the ``Job``), ``at`` (the instant) and, for ``job.log``, ``line``.
+
+``event_rows_stored`` is the live streams' own: sent with ``rows`` (``StoredEvent``, oldest
+first) once event rows are stored and committed (``engine/publish.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ EVENT_TYPES: tuple[str, ...] = (
 
 # Cached per sender: sent several times for every job, it must cost next to nothing.
 job_event = Signal(use_caching=True)
+
+#: Sent with ``rows`` once event rows are stored and committed (see the module).
+event_rows_stored = Signal()
 
 #: Sent by ``ctx.step.spawn`` inside the transaction that inserts the children and records the
 #: step, after the insert: ``parent`` (the ``Job``) and ``children`` (the ``Job`` rows, deduped

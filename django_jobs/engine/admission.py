@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections, transaction
 
@@ -15,9 +15,10 @@ from ..durations import Duration, parse_duration
 from ..exceptions import InvalidDuration, JobDuplicate, OutboxNoTransaction
 from ..models import Job
 from ..store import NewJob, Store, get_store
+from ..store.event_rows import MakeRow, StoredEvent
 from ..validation import check_key, check_label, storable_payload
 from ..validation import storable_json as ensure_json
-from .publish import publish_all_after_commit
+from .publish import created_row, publish_created, storing_events
 
 if TYPE_CHECKING:
     from ..registry import JobHandle
@@ -29,39 +30,6 @@ ON_CONFLICT = ("return", "error")
 #: The furthest ahead a job may be due (run_at or delay): 10 years of 366 days.
 MAX_RUN_AHEAD = timedelta(days=3660)
 MAX_RUN_AHEAD_WORDS = "10 years"
-
-
-class CreatedEvents(Protocol):
-    """Stores ``job.created`` with the jobs, in the enqueue's own transaction.
-
-    So the event exists as soon as the job does: a client never sees ``job.started`` first.
-    The live events store installs one (``set_created_events``); without one, nothing is
-    stored here and ``job.created`` is only sent as ``job_event`` after the commit.
-    """
-
-    def parts(self, row: NewJob) -> tuple[str, str]:
-        """The event's text before and after the job id (which the insert assigns)."""
-
-    def store(self, alias: str, jobs: list[Job]) -> None:
-        """Store the events of ``jobs`` in the admitting transaction (the store could not
-        write them in its insert), and mark each job stored with ``_created_event``."""
-
-    def stored(self, alias: str, events: list[Any]) -> None:
-        """The insert stored ``events`` (and committed them): publish them on."""
-
-    def store_committed(self, alias: str, jobs: list[Job]) -> None:
-        """Store the events of ``jobs`` just after the caller's transaction committed them;
-        mark each job stored with ``_created_event``. Never raises."""
-
-
-_created_events: CreatedEvents | None = None
-
-
-def set_created_events(writer: CreatedEvents | None) -> CreatedEvents | None:
-    """Install the writer of ``job.created`` rows (``None``: none); return the previous one."""
-    global _created_events
-    previous, _created_events = _created_events, writer
-    return previous
 
 
 def admit(
@@ -110,40 +78,20 @@ def admit(
         return []
     store = get_store(alias)
     # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
-    # In our own transaction job.created is stored with the jobs: by the insert statement
-    # itself when the store can (PostgreSQL), else just after it. Inside the caller's
+    # In our own transaction job.created is stored with the jobs, by the insert itself
+    # (``created_row`` makes each row once the store knows the job's id). Inside the caller's
     # transaction it is stored just after the commit (holding the events' write lock until
-    # the caller commits would serialize every writer behind it).
-    writer = _created_events
+    # the caller commits would serialize every writer behind it): see publish_created.
     own_transaction = not connections[alias].in_atomic_block
-    if own_transaction and store.insert_is_one_statement:
-        # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips. The
-        # statement stores job.created too when the store can.
-        if writer is not None and store.inserts_created_events:
-            for row in rows:
-                row.created_event = writer.parts(row)
-        results = _insert_with_created_events(store, rows)
-        created = [job for job, deduped in results if not deduped]
-        events = [
-            job.__dict__["_created_event"] for job in created if "_created_event" in job.__dict__
-        ]
-        if writer is not None and events:
-            writer.stored(alias, events)
-    else:
-        # Inside the caller's transaction: a savepoint, so a failed insert leaves the
-        # caller's transaction usable, as it would be without us.
-        with transaction.atomic(using=alias):
-            results = store.insert(rows)
-            created = [job for job, deduped in results if not deduped]
-            if writer is not None and own_transaction and created:
-                writer.store(alias, created)
-        if writer is not None and not own_transaction and created:
-            # job.created is stored right after the caller's commit, before the commit returns
-            # (a worker woken by it has yet to claim), not by the writer thread: so it almost
-            # always precedes job.started.
-            transaction.on_commit(lambda: writer.store_committed(alias, created), using=alias)
+    created_event = created_row if own_transaction and storing_events() else None
+    # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips. Otherwise
+    # in a transaction: a savepoint inside the caller's, so a failed insert leaves it usable,
+    # as it would be without us.
+    atomic = not (own_transaction and store.insert_is_one_statement)
+    results, written = _insert(store, rows, created_event, atomic=atomic)
+    created = [job for job, deduped in results if not deduped]
     if created:
-        publish_all_after_commit("job.created", created, alias=alias)
+        publish_created(created, alias=alias, written=written)
     jobs = []
     returned: set[int] = set()
     for job, deduped in results:
@@ -162,20 +110,36 @@ def admit(
     return jobs
 
 
-def _insert_with_created_events(store: Store, rows: list[NewJob]) -> list[tuple[Job, bool]]:
-    """``store.insert`` in autocommit; if the statement storing job.created fails, it
-    rolled back whole: insert again without the events (they follow the commit)."""
-    try:
-        return store.insert(rows)
-    except DatabaseError:
-        if rows[0].created_event is None:
-            raise
-        logger.warning(
-            "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
-        )
-    for row in rows:
-        row.created_event = None
-    return store.insert(rows)
+def _insert(
+    store: Store,
+    rows: list[NewJob],
+    created_event: MakeRow | None,
+    *,
+    atomic: bool,
+) -> tuple[list[tuple[Job, bool]], list[StoredEvent] | None]:
+    """Insert the rows, with their job.created rows when ``created_event`` is given; return
+    the results and the event rows stored (None: none was, they follow the commit).
+
+    If the events cannot be written (their table is away), the insert rolled back whole: it
+    runs again without them, and they follow the commit (publish_created), for the writer
+    to retry: a failing events table never loses a job."""
+
+    def insert(
+        made: MakeRow | None,
+    ) -> tuple[list[tuple[Job, bool]], list[StoredEvent]]:
+        if not atomic:
+            return store.insert_with_events(rows, made)
+        with transaction.atomic(using=store.alias):
+            return store.insert_with_events(rows, made)
+
+    if created_event is not None:
+        try:
+            return insert(created_event)
+        except DatabaseError:
+            logger.warning(
+                "Cannot store job.created with its jobs; it follows the commit.", exc_info=True
+            )
+    return insert(None)[0], None
 
 
 def _owner_id(owner: Any) -> Any:

@@ -17,22 +17,16 @@ so an operator who owns a job hears each of its events once.
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..permissions import is_operator
-from ..serialize import (
-    View,
+from ..serialize import (  # noqa: F401 - event_data and event_text: this module's names too
     encode,
-    job_json,
-    job_text,
-    json_value,
+    event_data,
+    event_text,
     member_may_differ,
     member_view,
 )
-
-if TYPE_CHECKING:
-    from ..models import Job
 
 #: django-eventstream channels (SSE): every event, and one user's events.
 OPERATORS_CHANNEL = "jobs-operators"
@@ -42,42 +36,6 @@ OPERATORS_GROUP = "django_jobs.operators"
 USER_GROUP_PREFIX = "django_jobs.user."
 #: The Channels message type of a relayed event; ``JobEventsConsumer.jobs_event`` handles it.
 WS_MESSAGE_TYPE = "jobs.event"
-
-
-def event_data(
-    event_type: str,
-    job: Job,
-    at: datetime,
-    line: str | None = None,
-    *,
-    view: View = View.OPERATOR,
-) -> dict[str, Any]:
-    """The event as a dict: ``type``, ``job`` (no payload, no result), ``at`` and maybe ``line``."""
-    data: dict[str, Any] = {
-        "type": event_type,
-        "job": job_json(job, view=view, payload=False),
-        "at": at.isoformat(),
-    }
-    if event_type == "job.log":
-        data["line"] = line
-    return data
-
-
-def snapshot(job: Job) -> Job:
-    """A copy of ``job`` as it is now, cheap to take (its fields, not its related objects):
-    the event's JSON is made from it later, off the publishing thread."""
-    copy = type(job).__new__(type(job))
-    copy.__dict__.update(job.__dict__)
-    return copy
-
-
-def event_text(event_type: str, job: Job, at: datetime, line: str | None = None) -> str:
-    """``encode(event_data(...))``: the operator's text, the one stored (the worker makes two
-    or more per job, so the job's part comes from the generated ``job_text``)."""
-    text = f'{{"type":{json_value(event_type)},"job":{job_text(job)},"at":"{at.isoformat()}"'
-    if event_type == "job.log":
-        return f'{text},"line":{json_value(line)}}}'
-    return text + "}"
 
 
 def member_text(text: str) -> str:

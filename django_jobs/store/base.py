@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, ClassVar, Protocol
@@ -21,6 +22,7 @@ from django.db.models import Model, Q
 from .. import clock
 from ..models import Job, JobStep, PrunedCount
 from ..states import ENDED_STATES, LIVE_STATES, JobState
+from .event_rows import Inserted, MakeRow, StoredEvent
 
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table
@@ -54,31 +56,39 @@ def _converters(connection: Any) -> list[tuple[int, Any, list[Any]]]:
     return found
 
 
+def _column(sql_type: str, *, per_row: bool = False, sent_as: str = "") -> dict[str, Any]:
+    """The metadata of a ``NewJob`` field that is a column of the inserted row, of its name.
+
+    ``sql_type``: its PostgreSQL type; ``per_row``: the rows of one admission may differ in it
+    (the others they share, see ``BATCH_SHARED``); ``sent_as``: the method giving the value
+    as the insert sends it (the JSON columns' text), when not the field itself.
+    """
+    return {"sql_type": sql_type, "per_row": per_row, "sent_as": sent_as}
+
+
 @dataclass(kw_only=True)
 class NewJob:
-    """A row to insert, already validated."""
+    """A row to insert, already validated. Its column fields are the one list the stores'
+    inserts are made from (``INSERT_COLUMNS``)."""
 
-    kind: str
-    queue: str
-    engine: str
-    payload: Any
-    owner_id: Any
-    tenant: str | None
-    priority: int
-    max_attempts: int
-    idempotency_key: str
-    version: str
-    captured: Any
-    run_at: datetime
-    created_at: datetime
+    kind: str = field(metadata=_column("varchar"))
+    queue: str = field(metadata=_column("varchar"))
+    engine: str = field(metadata=_column("varchar"))
+    payload: Any = field(metadata=_column("jsonb", per_row=True, sent_as="payload_text"))
+    owner_id: Any = field(metadata=_column("bigint"))
+    tenant: str | None = field(metadata=_column("varchar"))
+    priority: int = field(metadata=_column("smallint"))
+    max_attempts: int = field(metadata=_column("int"))
+    idempotency_key: str = field(metadata=_column("varchar", per_row=True))
+    version: str = field(metadata=_column("varchar"))
+    captured: Any = field(metadata=_column("jsonb", per_row=True, sent_as="captured_text"))
+    run_at: datetime = field(metadata=_column("timestamptz"))
+    created_at: datetime = field(metadata=_column("timestamptz"))
     # The job that spawned this one (``ctx.step.spawn``), or None.
-    parent_id: int | None = None
+    parent_id: int | None = field(default=None, metadata=_column("bigint"))
     # The JSON text of payload and captured when admission already made it (saves a dump).
     payload_json: str | None = None
     captured_json: str | None = None
-    # The JSON text of this job's ``job.created`` event around its id (which the insert
-    # assigns): a store that writes the event with the job stores ``head + id + tail``.
-    created_event: tuple[str, str] | None = None
 
     def payload_text(self) -> str | None:
         """The payload as JSON text; None (SQL NULL, not JSON null) for a None payload."""
@@ -94,60 +104,113 @@ class NewJob:
     def inserted(self, job_id: int) -> dict[str, Any]:
         """Every column of the row inserted from this, as a read gives them back (in field
         order; timestamps in UTC, the connection's time zone; JSON decoded afresh)."""
-        return {
-            "id": job_id,
-            "kind": self.kind,
-            "queue": self.queue,
-            "engine": self.engine,
-            "state": JobState.QUEUED,
-            "payload": _reread(self.payload_text()),
-            "result": None,
-            "error": None,
-            "owner_id": self.owner_id,
-            "tenant": self.tenant,
-            "priority": self.priority,
-            "attempts": 0,
-            "max_attempts": self.max_attempts,
-            "progress": None,
-            "log": [],
-            "wait_reason": None,
-            "idempotency_key": self.idempotency_key,
-            "version": self.version,
-            "captured": _reread(self.captured_text()),
-            "cancel_requested": False,
-            "wake_requested": False,
-            "worker_id": None,
-            "leased_until": None,
-            "run_at": self.run_at.astimezone(UTC),
-            "created_at": self.created_at.astimezone(UTC),
-            "started_at": None,
-            "ended_at": None,
-            "timestamps_derived": False,
-            "parent_id": self.parent_id,
-            "children_pending": 0,
-            "children_total": 0,
-        }
+        return _inserted(self, job_id)
 
+
+@dataclass(frozen=True, slots=True)
+class InsertColumn:
+    """A column a new job's row takes from its ``NewJob``."""
+
+    name: str
+    #: Its PostgreSQL type (the insert casts the parameters sent to it).
+    sql_type: str
+    #: May the rows of one admission differ in it?
+    per_row: bool
+    #: The value as sent: JSON columns as text.
+    value: Callable[[NewJob], Any]
+
+    @property
+    def is_json(self) -> bool:
+        return self.sql_type == "jsonb"
+
+    @property
+    def is_instant(self) -> bool:
+        return self.sql_type == "timestamptz"
+
+
+#: The columns of a new job from its ``NewJob``, in field order: what both stores insert.
+INSERT_COLUMNS: tuple[InsertColumn, ...] = tuple(
+    InsertColumn(
+        f.name,
+        f.metadata["sql_type"],
+        f.metadata["per_row"],
+        getattr(NewJob, f.metadata["sent_as"]) if f.metadata["sent_as"] else attrgetter(f.name),
+    )
+    for f in fields(NewJob)
+    if "sql_type" in f.metadata
+)
+
+#: The columns every new job starts with the same value in (the others are NULL).
+INSERT_CONSTANTS: dict[str, Any] = {
+    "state": "queued",
+    "attempts": 0,
+    "log": [],
+    "cancel_requested": False,
+    "wake_requested": False,
+    "timestamps_derived": False,
+    "children_pending": 0,
+    "children_total": 0,
+}
 
 #: What the rows of one admission share: they differ only in payload, key and captured value.
-BATCH_SHARED = attrgetter(
-    "kind",
-    "queue",
-    "engine",
-    "owner_id",
-    "tenant",
-    "priority",
-    "max_attempts",
-    "version",
-    "run_at",
-    "created_at",
-    "parent_id",
-)
+BATCH_SHARED = attrgetter(*(c.name for c in INSERT_COLUMNS if not c.per_row))
+
+
+def constant_sql(value: Any, *, booleans: tuple[str, str], json_cast: str = "") -> str:
+    """An ``INSERT_CONSTANTS`` value as an SQL literal of the dialect (``booleans``: false's
+    and true's; ``json_cast``: what follows a JSON text)."""
+    if isinstance(value, bool):
+        return booleans[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return "'" + json.dumps(value).replace("'", "''") + "'" + json_cast
+
+
+def insert_sql(
+    values: list[str], *, booleans: tuple[str, str], json_cast: str = ""
+) -> tuple[str, str]:
+    """A new job's INSERT: its column list and its value list. ``values`` holds the dialect's
+    expression for each of ``INSERT_COLUMNS``, in order; the constants follow, written as the
+    dialect writes them (``constant_sql``)."""
+    names = [*(c.name for c in INSERT_COLUMNS), *INSERT_CONSTANTS]
+    constants = [
+        constant_sql(v, booleans=booleans, json_cast=json_cast) for v in INSERT_CONSTANTS.values()
+    ]
+    return ", ".join(names), ", ".join([*values, *constants])
+
+
+def _compile_inserted() -> Callable[[NewJob, int], dict[str, Any]]:
+    """``NewJob.inserted``, generated from the lists above (a dict literal: it runs for every
+    job admitted, and a loop over the columns costs several times more)."""
+    columns = {c.name: c for c in INSERT_COLUMNS}
+    items = []
+    for name in FIELD_NAMES:
+        column = columns.get(name)
+        if name == "id":
+            value = "job_id"
+        elif column is not None and column.is_json:
+            value = f"_reread(row.{column.value.__name__}())"
+        elif column is not None and column.is_instant:
+            value = f"row.{name}.astimezone(_UTC)"
+        elif column is not None:
+            value = f"row.{name}"
+        else:  # a constant (a list literal is a new list each time), or NULL
+            value = repr(INSERT_CONSTANTS.get(name))
+        items.append(f"{name!r}: {value}")
+    namespace: dict[str, Any] = {"_reread": _reread, "_UTC": UTC}
+    source = f"def inserted(row, job_id):\n    return {{{', '.join(items)}}}\n"
+    exec(compile(source, "<django_jobs NewJob.inserted>", "exec"), namespace)
+    return namespace["inserted"]
 
 
 def _reread(text: str | None) -> Any:
     # A fresh value, as a read gives (the caller's object may change after the enqueue).
     return None if text is None else json.loads(text)
+
+
+_inserted = _compile_inserted()
 
 
 @dataclass(kw_only=True)
@@ -315,9 +378,6 @@ class Store:
     insert_is_one_statement = False
     # True when ``_insert_rows`` returns the inserted jobs in the order of their rows.
     inserts_in_row_order = False
-    # True when that statement also stores the rows' ``created_event`` (each inserted job then
-    # carries its stored event in ``_created_event``); otherwise admission stores them itself.
-    inserts_created_events = False
 
     def insert(self, rows: list[NewJob]) -> list[tuple[Job, bool]]:
         """Insert ``rows``; a row whose live key exists returns that job with ``deduped``.
@@ -325,7 +385,26 @@ class Store:
         Inserting wakes the idle workers of the new rows' engines once the transaction commits
         (``_insert_rows`` sends it; a store without wake-ups sends nothing).
         """
-        jobs = self._insert_rows(rows) if rows else []
+        return self.insert_with_events(rows)[0]
+
+    def insert_with_events(
+        self, rows: list[NewJob], created: MakeRow | None = None
+    ) -> tuple[list[tuple[Job, bool]], list[StoredEvent]]:
+        """``insert``, and with ``created`` the ``job.created`` row of each job inserted
+        (``created(job)`` makes it, from the job as inserted, id included): written by the
+        same statement on PostgreSQL, in the same transaction on SQLite. Returns the results
+        and the event rows stored (none for a deduped row). Called in autocommit, the event
+        rows take the events' write lock (``store/events.py``) until the statement ends."""
+        stored: list[StoredEvent] = []
+        return self._insert(rows, created, stored), stored
+
+    def _insert(
+        self, rows: list[NewJob], created: MakeRow | None, stored: list[StoredEvent]
+    ) -> list[tuple[Job, bool]]:
+        jobs: list[Job] = []
+        if rows:
+            jobs, events = self._insert_rows(rows, created)
+            stored += events
         if self.inserts_in_row_order and len(jobs) == len(rows):
             return [(job, False) for job in jobs]  # every row inserted: nothing to match
         inserted = {self._identity(j): j for j in jobs}
@@ -344,14 +423,16 @@ class Store:
                 results.append((existing[identity], True))
             else:
                 # The live holder ended between our insert and our read: insert again.
-                results.extend(self.insert([row]))
+                results.extend(self._insert([row], created, stored))
         return results
 
     @staticmethod
     def _identity(job: Job) -> tuple[Any, ...]:
         return (job.kind, job.owner_id or 0, job.idempotency_key)
 
-    def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
+    def _insert_rows(self, rows: list[NewJob], created: MakeRow | None) -> Inserted:
+        """Insert the rows (skipping those whose key a live job holds); return the jobs
+        inserted and, with ``created``, their job.created rows as stored."""
         raise NotImplementedError
 
     def _live_with_keys(self, rows: list[NewJob]) -> list[Job]:

@@ -1,17 +1,18 @@
 """The event row's names and shapes, shared by the job stores and the event store.
 
-The PostgreSQL job store writes a job's ``job.created`` event in its insert statement, so it
-needs the table, the write lock and the NOTIFY channel of the events; ``store.events`` holds
-the statements on the rows themselves.
+The job stores write a job's ``job.created`` row with the job (on PostgreSQL in the insert
+statement itself, so it needs the table, the write lock and the NOTIFY channel of the
+events); ``store.events`` holds the statements on the rows themselves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from ..models import JobEventRecord
+from ..models import Job, JobEventRecord
 
 #: The NOTIFY channel relays LISTEN on.
 NOTIFY_CHANNEL = "django_jobs_events"
@@ -19,7 +20,6 @@ NOTIFY_CHANNEL = "django_jobs_events"
 WRITE_LOCK = 3_562_623_836_858
 TABLE = JobEventRecord._meta.db_table
 COLUMNS = "type, job_id, owner, data, created_at"
-RETURNING = "id, type, job_id, owner, data"
 #: Rows per INSERT on SQLite: 5 bound variables each, under SQLite's 32,766.
 SQLITE_CHUNK = 1000
 
@@ -43,3 +43,9 @@ class StoredEvent:
     job_id: int
     owner: str | None
     data: str
+
+
+#: Makes a job's ``job.created`` row from the job as inserted (``publish.created_row``).
+MakeRow = Callable[[Job], NewEvent]
+#: The jobs a store's insert wrote, and the event rows it stored with them.
+Inserted = tuple[list[Job], list[StoredEvent]]

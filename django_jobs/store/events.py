@@ -19,7 +19,6 @@ from . import get_store
 from .event_rows import (
     COLUMNS,
     NOTIFY_CHANNEL,
-    RETURNING,
     SQLITE_CHUNK,
     TABLE,
     WRITE_LOCK,
@@ -28,56 +27,61 @@ from .event_rows import (
 )
 
 
-def insert(
-    alias: str, events: Sequence[NewEvent], *, ordered: bool = True, returning: bool = False
-) -> list[StoredEvent]:
-    """Store ``events`` atomically (in a savepoint inside the caller's transaction) and NOTIFY.
+def insert(alias: str, events: Sequence[NewEvent], *, ordered: bool = True) -> list[StoredEvent]:
+    """Store ``events`` atomically (in a savepoint inside the caller's transaction) and NOTIFY;
+    return them stored, with their ids, in the order given (which is the order of the ids).
 
     One statement for the batch on PostgreSQL (``unnest``; write lock and NOTIFY included, so
     in autocommit it is one round trip), a multi-row ``VALUES`` per chunk on SQLite.
     ``ordered`` takes the write lock on PostgreSQL (see the module docstring); inside a longer
     transaction of the caller pass ``ordered=False``, or the lock is held until it ends.
-    ``returning`` gives the stored events back (with their ids), oldest first.
     """
     if not events:
         return []
     one_statement = get_store(alias).inserts_events_in_one_statement
     if one_statement and not connections[alias].in_atomic_block:
-        return _insert_postgresql(alias, events, ordered, returning)
-    with transaction.atomic(using=alias):
-        if one_statement:
-            return _insert_postgresql(alias, events, ordered, returning)
-        return _insert_sqlite(alias, events, returning)
+        ids = _insert_postgresql(alias, events, ordered)
+    else:
+        with transaction.atomic(using=alias):
+            if one_statement:
+                ids = _insert_postgresql(alias, events, ordered)
+            else:
+                ids = _insert_sqlite(alias, events)
+    return stored(events, ids)
 
 
-def _postgresql_sql(ordered: bool, returning: bool) -> str:
+def stored(events: Sequence[NewEvent], ids: list[int]) -> list[StoredEvent]:
+    """The events as stored: the ids a statement drew for them, which follow their order (the
+    rows are inserted in that order; only the ids come back, the rest was sent)."""
+    return [
+        StoredEvent(event_id, e.type, e.job_id, e.owner, e.data)
+        for event_id, e in zip(sorted(ids), events, strict=True)
+    ]
+
+
+def _postgresql_sql(ordered: bool) -> str:
     # The lock is taken before the first id is drawn: the INSERT reads the "locked" row
-    # before it emits any row. The NOTIFY is delivered on commit, and sent only if a row was
+    # before it emits any row. The rows go in in the order sent (ORDER BY the ordinal), so
+    # their ids follow it. The NOTIFY is delivered on commit, and sent only if a row was
     # inserted. Parameters: the lock key (ordered), the arrays, the channel.
     lock = "locked AS (SELECT pg_advisory_xact_lock(%s)), " if ordered else ""
     after_lock = ", (SELECT COUNT(*) FROM locked) AS l" if ordered else ""
-    back = f" RETURNING {RETURNING}" if returning else " RETURNING id"
-    main = "SELECT ins.* FROM ins, " if returning else "SELECT w.n FROM "
     # Binary arrays (%b): the client does not quote every value of the batch.
     return (
-        f"WITH {lock}ins AS (INSERT INTO {TABLE} ({COLUMNS}) SELECT u.* FROM unnest("
+        f"WITH {lock}ins AS (INSERT INTO {TABLE} ({COLUMNS}) "
+        "SELECT u.type, u.job_id, u.owner, u.data, u.created_at FROM unnest("
         "%b::varchar[], %b::bigint[], %b::varchar[], %b::text[], %b::timestamptz[]) "
-        f"AS u(type, job_id, owner, data, created_at){after_lock}{back}), "
+        f"WITH ORDINALITY AS u(type, job_id, owner, data, created_at, n){after_lock} "
+        "ORDER BY u.n RETURNING id), "
         "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ins LIMIT 1) AS one) "
-        f"{main}(SELECT COUNT(*) AS n FROM told) AS w"
+        "SELECT ins.id FROM ins, (SELECT COUNT(*) AS n FROM told) AS w"
     )
 
 
-_POSTGRESQL_SQL = {
-    (ordered, returning): _postgresql_sql(ordered, returning)
-    for ordered in (False, True)
-    for returning in (False, True)
-}
+_POSTGRESQL_SQL = {ordered: _postgresql_sql(ordered) for ordered in (False, True)}
 
 
-def _insert_postgresql(
-    alias: str, events: Sequence[NewEvent], ordered: bool, returning: bool
-) -> list[StoredEvent]:
+def _insert_postgresql(alias: str, events: Sequence[NewEvent], ordered: bool) -> list[int]:
     params: list[Any] = [WRITE_LOCK] if ordered else []
     params += [
         [e.type for e in events],
@@ -89,17 +93,14 @@ def _insert_postgresql(
     ]
     # Server-side binding: the statement gets prepared (see PostgresStore.prepared_cursor).
     with get_store(alias).prepared_cursor() as cursor:
-        cursor.execute(_POSTGRESQL_SQL[ordered, returning], params)
-        if not returning:
-            return []
-        return sorted((StoredEvent(*row) for row in cursor.fetchall()), key=lambda e: e.id)
+        cursor.execute(_POSTGRESQL_SQL[ordered], params)
+        return [row[0] for row in cursor.fetchall()]
 
 
-def _insert_sqlite(alias: str, events: Sequence[NewEvent], returning: bool) -> list[StoredEvent]:
+def _insert_sqlite(alias: str, events: Sequence[NewEvent]) -> list[int]:
     connection = connections[alias]
     adapt = connection.ops.adapt_datetimefield_value
-    back = f" RETURNING {RETURNING}" if returning else ""
-    stored: list[StoredEvent] = []
+    ids: list[int] = []
     with connection.cursor() as cursor:
         for start in range(0, len(events), SQLITE_CHUNK):
             chunk = events[start : start + SQLITE_CHUNK]
@@ -107,10 +108,9 @@ def _insert_sqlite(alias: str, events: Sequence[NewEvent], returning: bool) -> l
             for e in chunk:
                 params += [e.type, e.job_id, e.owner, e.data, adapt(e.created_at)]
             values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
-            cursor.execute(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values}{back}", params)
-            if returning:
-                stored += [StoredEvent(*row) for row in cursor.fetchall()]
-    return sorted(stored, key=lambda event: event.id)
+            cursor.execute(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values} RETURNING id", params)
+            ids += [row[0] for row in cursor.fetchall()]
+    return ids
 
 
 def after(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import os
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from operator import attrgetter
 from typing import Any
 
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
@@ -19,6 +22,7 @@ from .base import (
     BATCH_SHARED,
     COLUMNS,
     ENDED,
+    INSERT_COLUMNS,
     PRUNED_TABLE,
     STEP_TABLE,
     TABLE,
@@ -26,102 +30,143 @@ from .base import (
     NewJob,
     Outcome,
     Store,
+    insert_sql,
 )
 from .event_rows import NOTIFY_CHANNEL as EVENTS_CHANNEL
 from .event_rows import TABLE as EVENTS_TABLE
 from .event_rows import WRITE_LOCK as EVENTS_WRITE_LOCK
-from .event_rows import StoredEvent
+from .event_rows import Inserted, MakeRow, NewEvent, StoredEvent
 
 CHANNEL = "django_jobs"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
 SCHEDULER_LOCK = 3_562_724_331_871
 RETURNING = ", ".join(f"j.{c}" for c in COLUMNS)
 
-# The columns an insert takes from the caller, with their types, in _source_values order.
-_SOURCE = [
-    ("kind", "varchar"),
-    ("queue", "varchar"),
-    ("engine", "varchar"),
-    ("payload", "text"),
-    ("owner_id", "bigint"),
-    ("tenant", "varchar"),
-    ("priority", "smallint"),
-    ("max_attempts", "int"),
-    ("key", "varchar"),
-    ("version", "varchar"),
-    ("captured", "text"),
-    ("run_at", "timestamptz"),
-    ("parent_id", "bigint"),
+
+class JobIds:
+    """Job ids drawn ahead from the table's sequence, kept per database alias for this process.
+
+    Why the ids are drawn before the insert: the insert also writes each job's ``job.created``
+    row, whose text (``serialize.event_text``, the one encoder of the job JSON) holds the
+    job's id. Ids drawn by the insert statement itself could not be in a text made before it.
+    So each insert that stores ``job.created`` draws, besides the rows it inserts, the ids of
+    the next ones (``ahead``): an enqueue stays one round trip. A process's first enqueue, one
+    after more than ``MAX_AGE`` seconds without any, and a batch larger than what is in hand
+    draw theirs with a statement of their own first. An insert that stores no event (inside
+    the caller's transaction, or live events off) draws its ids itself, as before.
+
+    Weighed against the other way (the insert draws the ids and returns them; a second,
+    batched statement writes the event rows from them): that is two round trips, two
+    transactions in autocommit, and a ``job.started`` could be stored before its
+    ``job.created``. Drawn ahead, the ids of one process increase but interleave with other
+    processes' by up to ``MAX_AGE``: "newest first" lists follow creation to within that.
+    Ids are never reused: a sequence never gives one twice, and those a process drew but did
+    not use leave gaps, as rolled-back inserts always did. The cache is per process (a forked
+    child starts without the parent's ids) and shared by its threads.
+    """
+
+    #: Ids in hand older than this are dropped: they would sort before newer jobs of others.
+    MAX_AGE = 2.0
+    #: Ids kept in hand at the least (a few threads enqueuing at once draw no more often).
+    MIN_AHEAD = 8
+    #: Ids an insert draws ahead at the most (a larger batch draws its own first).
+    MAX_AHEAD = 1000
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        # alias -> the ids in hand, in order, each with when it was drawn
+        self._held: dict[str, deque[tuple[float, int]]] = {}
+
+    def _in_hand(self, alias: str) -> deque[tuple[float, int]]:
+        if self._pid != os.getpid():  # forked: the parent's ids are the parent's
+            self._pid, self._held = os.getpid(), {}
+        return self._held.setdefault(alias, deque())
+
+    def take(self, alias: str, n: int) -> tuple[list[int] | None, int]:
+        """``n`` ids in hand, or None when there are too few; and how many to draw ahead."""
+        with self._lock:
+            held = self._in_hand(alias)
+            too_old = self.clock() - self.MAX_AGE
+            while held and held[0][0] < too_old:
+                held.popleft()
+            taken = [held.popleft()[1] for _ in range(n)] if len(held) >= n else None
+            wanted = min(max(n, self.MIN_AHEAD), self.MAX_AHEAD)
+            return taken, max(0, wanted - len(held))
+
+    def add(self, alias: str, ids: list[int]) -> None:
+        """Keep ``ids``, drawn just now, in hand."""
+        with self._lock:
+            now = self.clock()
+            self._in_hand(alias).extend((now, job_id) for job_id in sorted(ids))
+
+    def held(self, alias: str) -> list[int]:
+        """The ids in hand for ``alias`` (the next inserts take them in this order)."""
+        with self._lock:
+            return [job_id for _, job_id in self._in_hand(alias)]
+
+
+job_ids = JobIds()
+
+_NEXT_ID = f"nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass)"
+_DRAW_IDS = f"SELECT {_NEXT_ID} FROM generate_series(1, %s)"
+
+# An insert's source columns: the job's (one list, base.INSERT_COLUMNS), its id and, with
+# events, its job.created row's owner and text. Name -> (type, differs per row in a batch).
+_SOURCE = [(c.name, c.sql_type, c.per_row) for c in INSERT_COLUMNS]
+_SOURCE_WITH_EVENTS = [
+    ("id", "bigint", True),
+    *_SOURCE,
+    ("event_owner", "varchar", False),
+    ("event_data", "text", True),
 ]
-
-
-# Each source column's value on a NewJob.
-_VALUE_OF: dict[str, Callable[[NewJob], Any]] = {
-    "kind": attrgetter("kind"),
-    "queue": attrgetter("queue"),
-    "engine": attrgetter("engine"),
-    "payload": NewJob.payload_text,
-    "owner_id": attrgetter("owner_id"),
-    "tenant": attrgetter("tenant"),
-    "priority": attrgetter("priority"),
-    "max_attempts": attrgetter("max_attempts"),
-    "key": attrgetter("idempotency_key"),
-    "version": attrgetter("version"),
-    "captured": NewJob.captured_text,
-    "run_at": attrgetter("run_at"),
-    "parent_id": attrgetter("parent_id"),
-    # Read only for rows that carry their event (see _statement).
-    "event_head": lambda r: r.created_event[0],  # type: ignore[index]
-    "event_tail": lambda r: r.created_event[1],  # type: ignore[index]
-}
-_TYPES = {**dict(_SOURCE), "event_head": "text", "event_tail": "text"}
-# What differs between the rows of one enqueue_many: the rest is sent once, not per row.
-_PER_ROW = ("payload", "key", "captured")
-
-_JOB_COLUMNS = (
-    "kind, queue, engine, state, payload, owner_id, tenant, priority, attempts, max_attempts, "
-    "log, idempotency_key, version, captured, cancel_requested, wake_requested, run_at, "
-    "created_at, timestamps_derived, parent_id, children_pending, children_total"
-)
-_JOB_VALUES = (
-    "u.kind, u.queue, u.engine, 'queued', u.payload::jsonb, u.owner_id, u.tenant, u.priority, "
-    "0, u.max_attempts, '[]'::jsonb, u.key, u.version, u.captured::jsonb, false, false, "
-    "u.run_at, %s, false, u.parent_id, 0, 0"
+_TYPES = {name: sql_type for name, sql_type, _ in _SOURCE_WITH_EVENTS}
+_VALUE_OF = {c.name: c.value for c in INSERT_COLUMNS}
+_JOB_COLUMNS, _JOB_VALUES = insert_sql(
+    [f"u.{c.name}::jsonb" if c.is_json else f"u.{c.name}" for c in INSERT_COLUMNS],
+    booleans=("false", "true"),
+    json_cast="::jsonb",
 )
 
 
 @functools.cache
 def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool) -> str:
-    """One statement that inserts the rows, wakes their engines' workers and, with
-    ``events``, stores each inserted job's ``job.created`` event row.
+    """One statement that inserts the rows and wakes their engines' workers; with ``events``
+    it also stores each inserted job's ``job.created`` row (whose text was made from the job,
+    id included, before it was sent) and draws the ids of the next inserts (``JobIds``).
 
     The ``shared`` columns are parameters sent once; the ``per_row`` ones arrays (``unnest``,
     in binary: psycopg dumps them about ten times faster than as text). A single row sends
-    everything as plain parameters. It returns, per inserted row, the row's ordinal in the
-    source and its job id (and its event's id): the caller builds the jobs from what it
-    sent. Parameters: the shared values, the per-row arrays, created_at, the NOTIFY channel,
-    and with ``events`` the event write lock and the events' NOTIFY channel.
+    everything as plain parameters. Parameters: the shared values, the per-row arrays, the
+    NOTIFY channel, and with ``events`` the event write lock, the event type, the events'
+    NOTIFY channel and how many ids to draw.
 
-    "src" draws the job ids first, so an inserted row can be joined back to the source row
-    (RETURNING cannot return the source's columns). A CTE with a volatile function runs once
-    (it is materialized); the main query joins each one's COUNT row only to make it run. The
-    wake-up is empty when nothing was inserted and is delivered on commit only. The events'
-    write lock (see store/events.py) is taken before the first event id is drawn: the event
-    INSERT reads the "locked" row before it emits any row. Events go in job id order.
+    Without ``events`` the ids are drawn by the statement ("src" draws them first, so that an
+    inserted row can be joined back to its source row: RETURNING cannot return the source's
+    columns), and it returns each inserted row's ordinal in the source and its id. With
+    ``events`` the ids are sent, and it returns a row per job inserted (its id and its event's
+    id) and one per id drawn ahead (NULL and the id).
+
+    A CTE with a volatile function runs once (it is materialized); the main query joins each
+    one's COUNT row only to make it run. The wake-up is empty when nothing was inserted and is
+    delivered on commit only. The events' write lock (see store/events.py) is taken before the
+    first event id is drawn: the event INSERT reads the "locked" row before it emits any row.
+    Events go in job id order.
     """
     sent_once = "".join(f"%s::{_TYPES[name]} AS {name}, " for name in shared)
+    ordinal = "" if events else " WITH ORDINALITY"
     if per_row:
         arrays = ", ".join(f"%b::{_TYPES[name]}[]" for name in per_row)
-        source = f"unnest({arrays}) WITH ORDINALITY AS u({', '.join(per_row)}, n)"
+        names = ", ".join([*per_row, *([] if events else ["n"])])
+        source = f"unnest({arrays}){ordinal} AS u({names})"
     else:
         source = "(VALUES (1::bigint)) AS u(n)"
+    drawn = "" if events else f"{_NEXT_ID} AS id, "
     sql = (
-        "WITH src AS (SELECT "
-        f"nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass) AS id, "
-        f"{sent_once}u.* FROM {source}), "
+        f"WITH src AS (SELECT {drawn}{sent_once}u.* FROM {source}), "
         f"ins AS (INSERT INTO {TABLE} AS j (id, {_JOB_COLUMNS}) SELECT u.id, {_JOB_VALUES} "
-        "FROM src AS u ON CONFLICT DO NOTHING RETURNING j.id, j.engine, j.owner_id, "
-        "j.created_at), "
+        "FROM src AS u ON CONFLICT DO NOTHING RETURNING j.id, j.engine), "
         "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e)"
     )
     if not events:
@@ -133,44 +178,48 @@ def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool)
         f"{sql}, "
         "locked AS (SELECT pg_advisory_xact_lock(%s) FROM (SELECT 1 FROM ins LIMIT 1) AS one), "
         f"ev AS (INSERT INTO {EVENTS_TABLE} (type, job_id, owner, data, created_at) "
-        "SELECT 'job.created', ins.id, ins.owner_id::text, "
-        "src.event_head || ins.id::text || src.event_tail, ins.created_at "
+        "SELECT %s, ins.id, src.event_owner, src.event_data, src.created_at "
         "FROM ins JOIN src ON src.id = ins.id, (SELECT COUNT(*) FROM locked) AS l "
         "ORDER BY ins.id RETURNING id, job_id), "
-        "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ev LIMIT 1) AS one) "
-        "SELECT src.n, ins.id, ev.id FROM ins JOIN src ON src.id = ins.id "
-        "LEFT JOIN ev ON ev.job_id = ins.id, "
-        "(SELECT COUNT(*) FROM woken) AS w, (SELECT COUNT(*) FROM told) AS t"
+        "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ev LIMIT 1) AS one), "
+        f"ahead AS ({_DRAW_IDS}) "
+        "SELECT ins.id, ev.id FROM ins LEFT JOIN ev ON ev.job_id = ins.id, "
+        "(SELECT COUNT(*) FROM woken) AS w, (SELECT COUNT(*) FROM told) AS t "
+        "UNION ALL SELECT NULL, ahead.nextval FROM ahead"
     )
 
 
-def _statement(rows: list[NewJob]) -> tuple[str, list[Any]]:
-    """The insert statement for ``rows`` and its parameters (see ``_insert_sql``)."""
-    events = rows[0].created_event is not None
-    names = [name for name, _ in _SOURCE]
-    if events:
-        names += ["event_head", "event_tail"]
-    first = rows[0]
+def _statement(
+    rows: list[NewJob], created: tuple[list[int], list[NewEvent], int] | None = None
+) -> tuple[str, list[Any]]:
+    """The insert statement for ``rows`` and its parameters (see ``_insert_sql``); with
+    ``created``, the rows' ids, their job.created rows and how many ids to draw ahead."""
+    source = _SOURCE
+    sent: dict[str, list[Any]] = {}  # the values of the columns not on NewJob, row by row
+    if created is not None:
+        ids, events, ahead = created
+        sent = {
+            "id": ids,
+            "event_owner": [e.owner for e in events],
+            "event_data": [e.data for e in events],
+        }
+        source = _SOURCE_WITH_EVENTS
     if len(rows) == 1:
         per_row: tuple[str, ...] = ()
     else:
-        shared = BATCH_SHARED(first)
-        head = first.created_event[0] if events else None  # type: ignore[index]
-        uniform = all(
-            BATCH_SHARED(r) == shared and (not events or r.created_event[0] == head)  # type: ignore[index]
-            for r in rows
-        )
-        if uniform:
-            per_row = (*_PER_ROW, "event_tail") if events else _PER_ROW
-        else:
-            per_row = tuple(names)
-    shared_names = tuple(name for name in names if name not in per_row)
-    params: list[Any] = [_VALUE_OF[name](first) for name in shared_names]
-    params += [list(map(_VALUE_OF[name], rows)) for name in per_row]
-    params += [first.created_at, CHANNEL]
-    if events:
-        params += [EVENTS_WRITE_LOCK, EVENTS_CHANNEL]
-    return _insert_sql(shared_names, per_row, events), params
+        shared = BATCH_SHARED(rows[0])
+        uniform = all(BATCH_SHARED(r) == shared for r in rows)
+        per_row = tuple(name for name, _, differs in source if differs or not uniform)
+    shared_names = tuple(name for name, _, _ in source if name not in per_row)
+    first = rows[0]
+    params: list[Any] = [
+        sent[name][0] if name in sent else _VALUE_OF[name](first) for name in shared_names
+    ]
+    params += [sent[name] if name in sent else list(map(_VALUE_OF[name], rows)) for name in per_row]
+    params.append(CHANNEL)
+    if created is not None:
+        params += [EVENTS_WRITE_LOCK, events[0].type, EVENTS_CHANNEL, ahead]
+    return _insert_sql(shared_names, per_row, created is not None), params
 
 
 #: A psycopg prepare_threshold no statement reaches by count: only the engine's own statements,
@@ -260,7 +309,6 @@ class PostgresStore(Store):
     vendor = "postgresql"
     insert_is_one_statement = True
     inserts_in_row_order = True
-    inserts_created_events = True
 
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
         return "= ANY(%s)", [list(values)]
@@ -298,27 +346,44 @@ class PostgresStore(Store):
         db.validate_thread_sharing()
         return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
 
-    def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
+    def _insert_rows(self, rows: list[NewJob], created: MakeRow | None) -> Inserted:
         # One statement whatever the batch size (see _insert_sql); each shape keeps one text
         # and gets prepared. ON CONFLICT DO NOTHING skips rows whose key a live job holds
         # (the partial unique index); the caller reads those back. The jobs are built from
-        # the rows sent: reading every column back, and decoding it, costs more than the
-        # insert.
-        sql, params = _statement(rows)
+        # the rows sent and their ids: reading every column back, and decoding it, costs more
+        # than the insert.
+        if created is None:
+            sql, params = _statement(rows)
+            with self.prepared_cursor() as cursor:
+                cursor.execute(sql, params)
+                inserted = cursor.fetchall()
+            inserted.sort()  # by the row's ordinal: the jobs come back in the order of rows
+            built = [rows[n - 1].inserted(job_id) for n, job_id in inserted]
+            return Job.built(self.alias, built), []
+        # The job.created rows are made from the jobs, ids included: the ids are drawn ahead
+        # (see JobIds).
+        ids, ahead = job_ids.take(self.alias, len(rows))
+        if ids is None:
+            drawn = [row[0] for row in self.fetchall(_DRAW_IDS, [len(rows) + ahead])]
+            ids, ahead = drawn[: len(rows)], 0
+            job_ids.add(self.alias, drawn[len(rows) :])
+        built = [row.inserted(job_id) for row, job_id in zip(rows, ids, strict=True)]
+        jobs = Job.built(self.alias, built)
+        events = [created(job) for job in jobs]
+        sql, params = _statement(rows, (ids, events, ahead))
         with self.prepared_cursor() as cursor:
             cursor.execute(sql, params)
-            inserted = cursor.fetchall()
-        inserted.sort()  # by the row's ordinal: the jobs come back in the order of their rows
-        jobs = Job.built(self.alias, [rows[n - 1].inserted(job_id) for n, job_id, *_ in inserted])
-        if rows[0].created_event is not None:
-            for job, (n, job_id, event_id) in zip(jobs, inserted, strict=True):
-                row = rows[n - 1]
-                head, tail = row.created_event
-                owner = None if row.owner_id is None else str(row.owner_id)
-                job.__dict__["_created_event"] = StoredEvent(
-                    event_id, "job.created", job_id, owner, f"{head}{job_id}{tail}"
-                )
-        return jobs
+            returned = cursor.fetchall()
+        job_ids.add(self.alias, [drawn_id for job_id, drawn_id in returned if job_id is None])
+        event_ids = {job_id: event_id for job_id, event_id in returned if job_id is not None}
+        stored = [
+            StoredEvent(event_ids[e.job_id], e.type, e.job_id, e.owner, e.data)
+            for e in events
+            if e.job_id in event_ids
+        ]
+        if len(event_ids) == len(jobs):
+            return jobs, stored
+        return [job for job in jobs if job.pk in event_ids], stored
 
     def try_scheduler_lock(self) -> bool:
         # Released when the tick's transaction ends; a second scheduler skips its tick.

@@ -11,13 +11,17 @@ from datetime import datetime
 from typing import Any
 
 from ..models import Job
-from .base import COLUMNS, TABLE, ClaimSkip, NewJob, Store
+from . import events
+from .base import COLUMNS, INSERT_COLUMNS, TABLE, ClaimSkip, NewJob, Store, insert_sql
+from .event_rows import Inserted, MakeRow
 
-# SQLite allows 32,766 bound variables per statement; 14 per row.
-_INSERT_CHUNK = 1000
 RETURNING = ", ".join(COLUMNS)
-# One row's VALUES, in the order of the INSERT's column list.
-_ROW = "(%s, %s, %s, 'queued', %s, %s, %s, %s, 0, %s, '[]', %s, %s, %s, 0, 0, %s, %s, 0, %s, 0, 0)"
+# The INSERT's columns and one row's values, from the one list of a new job's columns.
+_NAMES, _VALUES = insert_sql(["%s"] * len(INSERT_COLUMNS), booleans=("0", "1"))
+_ROW = f"({_VALUES})"
+_INSERT = f"INSERT INTO {TABLE} ({_NAMES}) VALUES {{}} ON CONFLICT DO NOTHING RETURNING {RETURNING}"
+# SQLite allows 32,766 bound variables per statement; a row takes one per column.
+_INSERT_CHUNK = 1000
 
 
 class SQLiteStore(Store):
@@ -28,38 +32,24 @@ class SQLiteStore(Store):
             return "IN (NULL)", []
         return f"IN ({', '.join(['%s'] * len(values))})", list(values)
 
-    def _insert_rows(self, rows: list[NewJob]) -> list[Job]:
+    def _insert_rows(self, rows: list[NewJob], created: MakeRow | None) -> Inserted:
+        # The jobs, then their job.created rows in the same transaction (the caller's: SQLite
+        # runs one writer at a time, so the events' ids follow the commits anyway).
+        adapt = [self.dt if c.is_instant else None for c in INSERT_COLUMNS]
+        values = [(c.value, to_db) for c, to_db in zip(INSERT_COLUMNS, adapt, strict=True)]
         jobs: list[Job] = []
         for start in range(0, len(rows), _INSERT_CHUNK):
             chunk = rows[start : start + _INSERT_CHUNK]
-            values = ", ".join([_ROW] * len(chunk))
             params: list[Any] = []
-            for r in chunk:
-                params += [
-                    r.kind,
-                    r.queue,
-                    r.engine,
-                    r.payload_text(),
-                    r.owner_id,
-                    r.tenant,
-                    r.priority,
-                    r.max_attempts,
-                    r.idempotency_key,
-                    r.version,
-                    r.captured_text(),
-                    self.dt(r.run_at),
-                    self.dt(r.created_at),
-                    r.parent_id,
-                ]
-            jobs += self.raw_jobs(
-                f"INSERT INTO {TABLE} (kind, queue, engine, state, payload, owner_id, tenant, "
-                "priority, attempts, max_attempts, log, idempotency_key, version, captured, "
-                "cancel_requested, wake_requested, run_at, created_at, timestamps_derived, "
-                "parent_id, children_pending, children_total) "
-                f"VALUES {values} ON CONFLICT DO NOTHING RETURNING {RETURNING}",
-                params,
-            )
-        return jobs
+            for row in chunk:
+                for value, to_db in values:
+                    params.append(value(row) if to_db is None else to_db(value(row)))
+            jobs += self.raw_jobs(_INSERT.format(", ".join([_ROW] * len(chunk))), params)
+        if created is None or not jobs:
+            return jobs, []
+        # In job id order, as on PostgreSQL (RETURNING gives the rows in no set order).
+        ordered = sorted(jobs, key=lambda job: job.pk)
+        return jobs, events.insert(self.alias, [created(job) for job in ordered])
 
     def claim_statement(
         self,
