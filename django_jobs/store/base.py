@@ -142,7 +142,7 @@ INSERT_COLUMNS: tuple[InsertColumn, ...] = tuple(
 
 #: The columns every new job starts with the same value in (the others are NULL).
 INSERT_CONSTANTS: dict[str, Any] = {
-    "state": "queued",
+    "state": JobState.QUEUED.value,  # a plain str: the insert writes it as a literal
     "attempts": 0,
     "log": [],
     "cancel_requested": False,

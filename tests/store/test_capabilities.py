@@ -221,7 +221,7 @@ def test_an_event_batch_in_autocommit_is_one_statement_where_the_store_says_so()
     store = get_store()
     events = [NewEvent("job.progress", i, None, "{}", T0) for i in range(3)]
     with CaptureQueriesContext(connection) as queries:
-        stored = event_rows.insert(connection.alias, events, returning=True)
+        stored = event_rows.insert(connection.alias, events)
     assert [e.job_id for e in stored] == [0, 1, 2]
     if store.inserts_events_in_one_statement:
         assert len(queries) == 1
