@@ -215,6 +215,7 @@ class PostgresStore(Store):
     insert_is_one_statement = True
     inserts_in_row_order = True
     inserts_created_events = True
+    json_param = "%s::jsonb"
 
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
         return "= ANY(%s)", [list(values)]
