@@ -74,6 +74,8 @@ class Steps:
         self._rows: dict[str, JobStep] | None = None
 
     def _stored(self) -> dict[str, JobStep]:
+        if self._rows is None and self._first_run():
+            self._rows = {}
         if self._rows is None:
             rows = JobStep.objects.using(self.alias).filter(job_id=self.ctx.job.pk)
             self._rows = {row.name: row for row in rows}
@@ -92,6 +94,21 @@ class Steps:
             )
         self._seen.add(name)
         return self._stored().get(name)
+
+    def _first_run(self) -> bool:
+        """Can no step of this job be stored yet? Then there is nothing to read.
+
+        A run stores steps only while it holds its job, and every way back to a run goes
+        through a field this checks: a claim from ``queued`` counts a new attempt (a failure's
+        retry, a lost lease, ``retry``, ``retry(from_step=)`` and ``resolve`` all queue the job
+        again: ``attempts`` 2 or more); a job that parked (``sleep``, ``wait_for_event``,
+        ``gather``, ``requeue``, ``retry(children=True)``) is claimed from ``waiting`` with
+        its ``wait_reason`` kept and its attempt unchanged; only ``hand_back`` takes an attempt
+        back, from a job that never started. So a claimed attempt 1 with no ``wait_reason``
+        is the job's first run.
+        """
+        job = self.ctx.job
+        return job.worker_id is not None and job.attempts == 1 and job.wait_reason is None
 
     def _held(self) -> tuple[str, int] | None:
         """This run's hold on its job: (worker id, attempt); None when no worker runs it."""

@@ -154,8 +154,10 @@ class RecoverTests(StepKinds):
 
         handle = self.define(f"unit.recover_{recover}", runner)
         job_ = handle.enqueue({})
-        # What a crash mid-activity leaves behind: the step started and never ended.
+        # What a crash mid-activity leaves behind: the step started and never ended, and the
+        # attempt that ran it used (its lease ran out and the job was queued again).
         JobStep.objects.create(job=job_, name="charge", key="k-1", state="running", attempts=1)
+        Job.objects.filter(pk=job_.pk).update(attempts=1)
         return job_, seen
 
     def test_recover_stop_marks_unknown_and_resolve_moves_it_on(self):
@@ -366,8 +368,8 @@ class CrashReplayProperty(StepKinds):
 
 
 class OneWriteTests(StepKinds):
-    """A plain step (no ``StepInfo``, ``recover="retry"``) is written once, at its end.
-    Counted in statements, as the worker runs them."""
+    """A plain step (no ``StepInfo``, ``recover="retry"``) is written once, at its end; the
+    first run of a job reads no steps. Counted in statements, as the worker runs them."""
 
     def claimed(self, runner=None):
         handle = self.define("unit.one_write", runner or (lambda ctx: None))
@@ -387,7 +389,7 @@ class OneWriteTests(StepKinds):
         with CaptureQueriesContext(connection) as queries:
             values = [ctx.step.run(name, self.activity(name)) for name in ("a", "b", "c")]
         assert values == ["A", "B", "C"]
-        assert [q["sql"].split()[0] for q in queries] == ["SELECT"] + ["INSERT"] * 3  # no update
+        assert [q["sql"].split()[0] for q in queries] == ["INSERT"] * 3  # no read, no update
         rows = list(JobStep.objects.filter(job_id=ctx.job.pk))
         assert [(r.name, r.seq, r.state, r.value, r.attempts) for r in rows] == [
             ("a", 0, "completed", "A", 1),
@@ -404,7 +406,7 @@ class OneWriteTests(StepKinds):
         ctx = self.claimed(runner)
         with CaptureQueriesContext(connection) as queries, pytest.raises(RuntimeError):
             runner(ctx)
-        assert len(queries) == 2  # the read of its steps, one write
+        assert len(queries) == 1
         failed = JobStep.objects.get(job_id=ctx.job.pk)
         assert (failed.state, failed.error, failed.attempts) == (
             "failed",
@@ -435,3 +437,22 @@ class OneWriteTests(StepKinds):
         assert set(JobStep.objects.filter(job_id=ctx.job.pk).values_list("state", flat=True)) == {
             "completed"
         }
+
+    def test_later_runs_read_the_stored_steps(self):
+        # A retried attempt, and a job claimed from ``waiting`` on its first attempt, replay.
+        def runner(ctx):
+            first = ctx.step.run("first", self.activity("first"))
+            ctx.step.sleep("nap", "1h")
+            return [first, ctx.step.run("then", self.activity("then", fail_times=1))]
+
+        handle = self.define("unit.later_runs", runner)
+        with time_machine.travel(T0, tick=False) as clock_:
+            job_ = handle.enqueue({})
+            [parked] = run_until_idle()
+            assert (parked.state, parked.attempts) == ("waiting", 1)
+            clock_.shift(timedelta(hours=1))
+            ran = run_until_idle()
+        assert [(j.state, j.attempts) for j in ran] == [("queued", 1), ("succeeded", 2)]
+        assert ran[-1].result == ["FIRST", "THEN"]
+        assert self.calls == {"first": 1, "then": 2}
+        assert JobStep.objects.filter(job=job_).count() == 3
