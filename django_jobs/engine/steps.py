@@ -10,6 +10,7 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -73,6 +74,8 @@ class Steps:
         self._rows: dict[str, JobStep] | None = None
 
     def _stored(self) -> dict[str, JobStep]:
+        if self._rows is None and self._first_run():
+            self._rows = {}
         if self._rows is None:
             rows = JobStep.objects.using(self.alias).filter(job_id=self.ctx.job.pk)
             self._rows = {row.name: row for row in rows}
@@ -91,6 +94,21 @@ class Steps:
             )
         self._seen.add(name)
         return self._stored().get(name)
+
+    def _first_run(self) -> bool:
+        """Can no step of this job be stored yet? Then there is nothing to read.
+
+        A run stores steps only while it holds its job, and every way back to a run goes
+        through a field this checks: a claim from ``queued`` counts a new attempt (a failure's
+        retry, a lost lease, ``retry``, ``retry(from_step=)`` and ``resolve`` all queue the job
+        again: ``attempts`` 2 or more); a job that parked (``sleep``, ``wait_for_event``,
+        ``gather``, ``requeue``, ``retry(children=True)``) is claimed from ``waiting`` with
+        its ``wait_reason`` kept and its attempt unchanged; only ``hand_back`` takes an attempt
+        back, from a job that never started. So a claimed attempt 1 with no ``wait_reason``
+        is the job's first run.
+        """
+        job = self.ctx.job
+        return job.worker_id is not None and job.attempts == 1 and job.wait_reason is None
 
     def _held(self) -> tuple[str, int] | None:
         """This run's hold on its job: (worker id, attempt); None when no worker runs it."""
@@ -123,32 +141,42 @@ class Steps:
     def _key(self, name: str) -> str:
         return f"{self.ctx.job.kind}:{self.ctx.job.pk}:{name}"
 
+    def _insert(self, name: str, started_at: datetime, **ended: Any) -> JobStep:
+        """Insert step ``name``'s first attempt: ``running``, or, given ``state`` with its
+        ``value`` or ``error`` and ``ended_at``, already ended."""
+        seq, key = len(self._stored()), self._key(name)
+        row = JobStep(
+            job_id=self.ctx.job.pk,
+            name=name,
+            seq=seq,
+            key=key,
+            state=ended.pop("state", StepState.RUNNING),
+            attempts=1,
+            started_at=started_at,
+            **ended,
+        )
+        row.id = get_store(self.alias).insert_step(
+            job_id=row.job_id,
+            name=name,
+            seq=seq,
+            key=key,
+            started_at=started_at,
+            held=self._held(),
+            state=row.state,
+            value=row.value,
+            error=row.error,
+            ended_at=row.ended_at,
+        )
+        if row.id is None:
+            raise self._lease_lost()
+        row._state.adding, row._state.db = False, self.alias  # as a row read back
+        self._stored()[name] = row
+        return row
+
     def _begin(self, name: str, row: JobStep | None) -> JobStep:
         now = clock.now()
         if row is None:
-            seq, key = len(self._stored()), self._key(name)
-            step_id = get_store(self.alias).insert_step(
-                job_id=self.ctx.job.pk,
-                name=name,
-                seq=seq,
-                key=key,
-                started_at=now,
-                held=self._held(),
-            )
-            if step_id is None:
-                raise self._lease_lost()
-            row = JobStep(
-                id=step_id,
-                job_id=self.ctx.job.pk,
-                name=name,
-                seq=seq,
-                key=key,
-                state=StepState.RUNNING,
-                attempts=1,
-                started_at=now,
-            )
-            row._state.adding, row._state.db = False, self.alias  # as a row read back
-            self._stored()[name] = row
+            row = self._insert(name, now)
         else:
             row.state, row.attempts, row.started_at, row.error = (
                 StepState.RUNNING,
@@ -160,17 +188,20 @@ class Steps:
         return row
 
     @staticmethod
-    def _call(fn: Callable[..., Any], info: StepInfo) -> Any:
+    def _takes_info(fn: Callable[..., Any]) -> bool:
         # ``fn(info)`` when it has a required positional parameter; ``fn()`` otherwise (so a
         # closure binding loop variables through defaults still works).
         try:
-            takes_arg = any(
+            return any(
                 p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
                 for p in inspect.signature(fn).parameters.values()
             )
         except (TypeError, ValueError):
-            takes_arg = False
-        return fn(info) if takes_arg else fn()
+            return False
+
+    @classmethod
+    def _call(cls, fn: Callable[..., Any], info: StepInfo) -> Any:
+        return fn(info) if cls._takes_info(fn) else fn()
 
     def _check_json(self, name: str, value: Any) -> None:
         try:
@@ -185,13 +216,37 @@ class Steps:
         row.state, row.value, row.ended_at = StepState.COMPLETED, value, clock.now()
         self._save(row, ["state", "value", "ended_at"])
 
+    @staticmethod
+    def _error(exc: BaseException) -> str:
+        return storable_text(f"{type(exc).__name__}: {exc}")[:2000]
+
     def _fail(self, row: JobStep, exc: BaseException) -> None:
-        row.state, row.error, row.ended_at = (
-            StepState.FAILED,
-            storable_text(f"{type(exc).__name__}: {exc}")[:2000],
-            clock.now(),
-        )
+        row.state, row.error, row.ended_at = StepState.FAILED, self._error(exc), clock.now()
         self._save(row, ["state", "error", "ended_at"])
+
+    def _run_unwatched(self, name: str, fn: Callable[[], Any]) -> Any:
+        """The first run of an activity that nothing watches while it runs, written once, at
+        its end: one statement instead of two.
+
+        Its ``running`` row would tell only a later run of the step that this one was cut
+        off, and such a later run looks only when it hands ``StepInfo.interrupted`` to its
+        activity or stops on it (``recover="stop"``). This activity does neither: after a
+        crash mid-activity no row is left, and the next attempt runs it again, as it would
+        after a ``running`` row.
+        """
+        started = clock.now()
+        self._active = name
+        try:
+            value = fn()
+            self._check_json(name, value)
+        except BaseException as exc:
+            failed = {"error": self._error(exc), "ended_at": clock.now()}
+            self._insert(name, started, state=StepState.FAILED, **failed)
+            raise
+        finally:
+            self._active = None
+        self._insert(name, started, state=StepState.COMPLETED, value=value, ended_at=clock.now())
+        return value
 
     # -- public -------------------------------------------------------------------------------
 
@@ -211,6 +266,8 @@ class Steps:
                 f"then `manage.py jobs resolve {self.ctx.job.pk} --step {name} --as completed` "
                 "(or --as failed)."
             )
+        if row is None and recover == "retry" and not self._takes_info(fn):
+            return self._run_unwatched(name, fn)
         row = self._begin(name, row)
         info = StepInfo(key=row.key, interrupted=interrupted, attempt=row.attempts)
         self._active = name

@@ -782,6 +782,9 @@ class Store:
     # through the ORM (a filter across the job relation) the fenced update cost a millisecond
     # of the worker's CPU to compile, per step write, more than the database spent on it.
 
+    # A JSON parameter where its column's type cannot be inferred (an INSERT's SELECT list).
+    json_param = "%s"
+
     def _held_sql(self, job_id: int, held: tuple[str, int] | None) -> tuple[str, list[Any]]:
         if held is None:
             return "", []
@@ -805,15 +808,31 @@ class Store:
         key: str,
         started_at: datetime,
         held: tuple[str, int] | None,
+        state: str = "running",
+        value: Any = None,
+        error: str | None = None,
+        ended_at: datetime | None = None,
     ) -> int | None:
-        """Insert step ``name`` of the job as ``running``, its first attempt; return its id,
-        or None when ``held`` no longer holds the job (nothing is written)."""
+        """Insert step ``name`` of the job, its first attempt, as ``running`` (or, written once
+        at its end, as ``completed`` with ``value`` or ``failed`` with ``error``); return its
+        id, or None when ``held`` no longer holds the job (nothing is written)."""
         fence, fence_params = self._held_sql(job_id, held)
         rows = self.fetchall(
-            f"INSERT INTO {STEP_TABLE} (job_id, name, seq, key, state, attempts, started_at) "
-            f"SELECT %s, %s, %s, %s, 'running', 1, %s{' WHERE ' + fence if fence else ''} "
-            "RETURNING id",
-            [job_id, name, seq, key, self.dt(started_at), *fence_params],
+            f"INSERT INTO {STEP_TABLE} (job_id, name, seq, key, state, attempts, started_at, "
+            f"value, error, ended_at) SELECT %s, %s, %s, %s, %s, 1, %s, {self.json_param}, %s, "
+            f"%s{' WHERE ' + fence if fence else ''} RETURNING id",
+            [
+                job_id,
+                name,
+                seq,
+                key,
+                state,
+                self.dt(started_at),
+                self.js(value),
+                error,
+                self.dt(ended_at),
+                *fence_params,
+            ],
         )
         return rows[0][0] if rows else None
 

@@ -309,6 +309,7 @@ class PostgresStore(Store):
     vendor = "postgresql"
     insert_is_one_statement = True
     inserts_in_row_order = True
+    json_param = "%s::jsonb"
 
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
         return "= ANY(%s)", [list(values)]

@@ -47,13 +47,13 @@ def through(proxy: SilentProxy) -> dict[str, str]:
 
 
 def test_a_worker_cut_off_is_fenced_out_and_recovers(spawn, proxy, tmp_path: Path):
-    hold = tmp_path / "release"
-    held = three_steps.enqueue({"n": "held", "hold": str(hold)}, priority=-1)
-    first = spawn("runjobs", "--concurrency", "1", env=through(proxy))
-    wait_until(
-        lambda: JobStep.objects.filter(job_id=held.pk, name="first").exists(),
-        message=f"the first worker never started the job:\n{first.output()}",
+    hold, entered = tmp_path / "release", tmp_path / "entered"
+    held = three_steps.enqueue(
+        {"n": "held", "hold": str(hold), "entered": str(entered)}, priority=-1
     )
+    first = spawn("runjobs", "--concurrency", "1", env=through(proxy))
+    # Inside its first step's activity (whose row is written once, at its end).
+    wait_until(entered.exists, message=f"the first worker never started the job:\n{first.output()}")
     assert f":{first.popen.pid}:" in Job.objects.get(pk=held.pk).worker_id
 
     proxy.cut()

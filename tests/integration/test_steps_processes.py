@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from django_jobs.models import Job, JobStep
 from django_jobs.testing import run_until_idle
-from testproject.jobs import atomic_then_pause, charge, cool
+from testproject.jobs import atomic_then_pause, charge, cool, three_steps
 from testproject.models import Execution
 from tests.conftest import ROOT, wait_until
 
@@ -103,6 +103,28 @@ def test_recover_retry_reruns_with_interrupted_and_the_same_key(spawn, tmp_path)
         f"charge key={key} interrupted=False attempt=1",
         f"charge key={key} interrupted=True attempt=2",
     ]
+
+
+def test_a_crash_mid_plain_step_leaves_no_row_and_the_retry_runs_it_again(spawn, tmp_path):
+    # A plain step (no StepInfo, recover="retry") is written once, at its end.
+    hold, entered = tmp_path / "release", tmp_path / "entered"
+    job = three_steps.enqueue({"n": "crash", "hold": str(hold), "entered": str(entered)})
+    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    kill_when(first, entered.exists)
+    assert not JobStep.objects.filter(job_id=job.pk).exists()
+    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    wait_until(lambda: state(job.pk) == "succeeded", message=second.output())
+    done = Job.objects.get(pk=job.pk)
+    assert done.attempts == 2
+    assert done.result["first"] == {"pid": second.popen.pid, "attempt": 2}
+    steps = JobStep.objects.filter(job_id=job.pk)
+    assert [(s.name, s.state, s.attempts) for s in steps] == [
+        ("first", "completed", 1),
+        ("effect", "completed", 1),
+        ("last", "completed", 1),
+    ]
+    assert {s.name: s.value for s in steps} == done.result
+    assert labels(job.pk) == ["effect"]
 
 
 def test_sleep_holds_no_worker_and_a_restart_changes_nothing(spawn):

@@ -7,12 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 
-from django_jobs import Retry, emit, job, resolve, retry
+from django_jobs import Retry, clock, emit, job, resolve, retry
+from django_jobs.engine.context import JobContext, LiveState
 from django_jobs.models import Job, JobStep
 from django_jobs.registry import unregister
+from django_jobs.store import get_store
 from django_jobs.testing import run_until_idle
 from testproject.models import Execution
 
@@ -151,8 +154,10 @@ class RecoverTests(StepKinds):
 
         handle = self.define(f"unit.recover_{recover}", runner)
         job_ = handle.enqueue({})
-        # What a crash mid-activity leaves behind: the step started and never ended.
+        # What a crash mid-activity leaves behind: the step started and never ended, and the
+        # attempt that ran it used (its lease ran out and the job was queued again).
         JobStep.objects.create(job=job_, name="charge", key="k-1", state="running", attempts=1)
+        Job.objects.filter(pk=job_.pk).update(attempts=1)
         return job_, seen
 
     def test_recover_stop_marks_unknown_and_resolve_moves_it_on(self):
@@ -360,3 +365,94 @@ class CrashReplayProperty(StepKinds):
             assert saved == {f"s{i}": final.result[i] for i in range(len(plans))}
 
         check()
+
+
+class OneWriteTests(StepKinds):
+    """A plain step (no ``StepInfo``, ``recover="retry"``) is written once, at its end; the
+    first run of a job reads no steps. Counted in statements, as the worker runs them."""
+
+    def claimed(self, runner=None):
+        handle = self.define("unit.one_write", runner or (lambda ctx: None))
+        handle.enqueue({})
+        now = clock.now()
+        [row] = get_store().claim(
+            engine="default",
+            worker_id="w-1",
+            limit=1,
+            now=now,
+            leased_until=now + timedelta(seconds=30),
+        )
+        return JobContext(row, row.payload, LiveState(row))
+
+    def test_a_first_run_writes_each_plain_step_in_one_statement(self):
+        ctx = self.claimed()
+        with CaptureQueriesContext(connection) as queries:
+            values = [ctx.step.run(name, self.activity(name)) for name in ("a", "b", "c")]
+        assert values == ["A", "B", "C"]
+        assert [q["sql"].split()[0] for q in queries] == ["INSERT"] * 3  # no read, no update
+        rows = list(JobStep.objects.filter(job_id=ctx.job.pk))
+        assert [(r.name, r.seq, r.state, r.value, r.attempts) for r in rows] == [
+            ("a", 0, "completed", "A", 1),
+            ("b", 1, "completed", "B", 1),
+            ("c", 2, "completed", "C", 1),
+        ]
+        assert all(r.started_at <= r.ended_at for r in rows)
+        assert rows[0].key == f"unit.one_write:{ctx.job.pk}:a"
+
+    def test_a_failing_plain_step_is_one_statement_and_its_retry_starts_from_that_row(self):
+        def runner(ctx):
+            return ctx.step.run("flaky", self.activity("flaky", fail_times=1))
+
+        ctx = self.claimed(runner)
+        with CaptureQueriesContext(connection) as queries, pytest.raises(RuntimeError):
+            runner(ctx)
+        assert len(queries) == 1
+        failed = JobStep.objects.get(job_id=ctx.job.pk)
+        assert (failed.state, failed.error, failed.attempts) == (
+            "failed",
+            "RuntimeError: flaky failed",
+            1,
+        )
+        assert failed.ended_at is not None
+        # The next attempt reads the row and runs the step again from it: its second attempt.
+        Job.objects.filter(pk=ctx.job.pk).update(state="queued", worker_id=None)
+        [done] = run_until_idle()
+        assert done.state == "succeeded" and done.result == "FLAKY"
+        again = JobStep.objects.get(job_id=ctx.job.pk)
+        assert (again.state, again.attempts, again.error) == ("completed", 2, None)
+
+    def test_a_step_whose_running_row_can_be_observed_is_still_written_first(self):
+        ctx = self.claimed()
+        seen = {}
+
+        def look(name):
+            row = JobStep.objects.filter(job_id=ctx.job.pk, name=name).first()
+            seen[name] = row and row.state
+
+        ctx.step.run("info", lambda info: look("info"))
+        ctx.step.run("stop", lambda: look("stop"), recover="stop")
+        ctx.step.run("plain", lambda: look("plain"))
+        # Only the plain step's row is not there while it runs: nothing reads it then.
+        assert seen == {"info": "running", "stop": "running", "plain": None}
+        assert set(JobStep.objects.filter(job_id=ctx.job.pk).values_list("state", flat=True)) == {
+            "completed"
+        }
+
+    def test_later_runs_read_the_stored_steps(self):
+        # A retried attempt, and a job claimed from ``waiting`` on its first attempt, replay.
+        def runner(ctx):
+            first = ctx.step.run("first", self.activity("first"))
+            ctx.step.sleep("nap", "1h")
+            return [first, ctx.step.run("then", self.activity("then", fail_times=1))]
+
+        handle = self.define("unit.later_runs", runner)
+        with time_machine.travel(T0, tick=False) as clock_:
+            job_ = handle.enqueue({})
+            [parked] = run_until_idle()
+            assert (parked.state, parked.attempts) == ("waiting", 1)
+            clock_.shift(timedelta(hours=1))
+            ran = run_until_idle()
+        assert [(j.state, j.attempts) for j in ran] == [("queued", 1), ("succeeded", 2)]
+        assert ran[-1].result == ["FIRST", "THEN"]
+        assert self.calls == {"first": 1, "then": 2}
+        assert JobStep.objects.filter(job=job_).count() == 3
