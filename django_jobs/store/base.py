@@ -21,7 +21,7 @@ from django.db.models import Model, Q
 
 from .. import clock
 from ..models import Job, JobStep, PrunedCount
-from ..states import ENDED_STATES, LIVE_STATES, JobState
+from ..states import ENDED_STATES, LIVE_STATES, JobState, StepState
 from .event_rows import Inserted, MakeRow, StoredEvent
 
 TABLE = Job._meta.db_table
@@ -808,7 +808,7 @@ class Store:
         key: str,
         started_at: datetime,
         held: tuple[str, int] | None,
-        state: str = "running",
+        state: str = StepState.RUNNING,
         value: Any = None,
         error: str | None = None,
         ended_at: datetime | None = None,
