@@ -465,5 +465,8 @@ def _pause_inside_spawn(sender, parent, children, **kwargs):
     if parent.attempts > parent.payload.get("kills", 1):
         return
     spawned = Path(f"{parent.payload['spawned']}-{parent.attempts}")
-    spawned.write_text(",".join(str(c.pk) for c in children))
+    # Written whole, then renamed: the test reads the ids as soon as the name exists.
+    partial = spawned.with_name(spawned.name + ".partial")
+    partial.write_text(",".join(str(c.pk) for c in children))
+    os.replace(partial, spawned)
     _wait_for_file(parent.payload["until"], seconds=60)
