@@ -54,6 +54,16 @@ def _keys_fired() -> list[str]:
     )
 
 
+def _other_sessions() -> int:
+    """Server connections to the test database besides this process's own."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
 def _allow_connections(allow: bool) -> None:
     """Open or close the test database to new connections (existing ones are kept).
 
@@ -144,6 +154,10 @@ def test_the_schedule_fires_each_minute_once_across_outages(spawn, tmp_path: Pat
                 timeout=60,
                 message=outputs(),
             )
+            if step != "tick":
+                # A worker back from an outage reconnects on its next claim or tick: wait until
+                # every worker holds a connection again, so that the cut below reaches them all.
+                wait_until(lambda: _other_sessions() >= len(workers), timeout=60, message=outputs())
             if step == "tick":
                 now += timedelta(minutes=minutes)
                 clock.set_file(clock_file, now)
