@@ -1,13 +1,15 @@
 """A job as JSON: the one definition shared by the API, events, CLI, admin and Tasks results.
 
-``JOB_FIELDS`` lists the fields, in order, each with where its value comes from and what a
-member sees of it. Everything that shows a job is made from that list:
+``JOB_FIELDS`` lists the fields, in order, each with where its value comes from, its JSON type
+and what a member sees of it (``BODY_FIELDS`` the payload and result, ``STEP_FIELDS`` a step's).
+Everything that shows a job is made from those lists:
 
 - ``job_json(job, view=...)``: the dict (API, CLI, MCP, admin, demo page);
 - ``member_view(data)``: an operator's job dict as its owner may see it (the live events store
   the operator's text and give members this view of it, see ``events.payloads``);
 - ``compile_text_encoder()``: a function writing the same JSON text as encoding the dict, for
-  the worker's hot path, generated from the list (a field added to the list is in every one).
+  the worker's hot path, generated from the list (a field added to the list is in every one);
+- the API's response serializers, for its OpenAPI schema (``api.serializers.api_field``).
 
 Two views: ``OPERATOR`` sees everything; ``MEMBER`` (a job's owner who is not an operator)
 never sees a server traceback (it names server files and source lines).
@@ -123,62 +125,118 @@ def _children(job: Job) -> dict[str, int] | None:
     return children_counts([job.pk]).get(job.pk, {"total": 0})
 
 
+class JsonType(enum.Enum):
+    """What a field's JSON value is: the API's schema is made from it (``api.serializers``)."""
+
+    INTEGER = "integer"
+    NUMBER = "number"
+    STRING = "string"
+    BOOLEAN = "boolean"
+    INSTANT = "date-time"  # a datetime, written as ISO 8601 text
+    ANY = "any JSON"  # a payload or a result: whatever was given
+    JOB_STATE = "a JobState"
+    STEP_STATE = "a StepState"
+    OWNER = "the owner's key"  # an integer or a string, as the user model's primary key is
+    COUNTS = "counts"  # an object of integers
+    OBJECT = "object"  # the field's ``parts``
+
+
 @dataclass(frozen=True, slots=True)
 class JobField:
-    """One key of the job JSON."""
+    """One key of the job JSON (or of a step's): where its value comes from, its JSON type and
+    what a member sees of it."""
 
     name: str
     #: An attribute of the job, or a function of the job giving the value.
-    source: str | Callable[[Job], Any] = ""
-    #: ``True`` for a datetime: written as ISO 8601 text.
-    instant: bool = False
+    source: str | Callable[[Any], Any] = ""
+    type: JsonType = JsonType.STRING
+    #: ``True`` when the value may be null.
+    null: bool = False
+    #: What the API's schema says of the field, when its name does not say enough.
+    help: str = ""
     #: What a member sees instead of the value (a function of the operator's value).
     member: Callable[[Any], Any] | None = None
     #: Text that the member's view can only differ by when the operator's JSON holds it: the
     #: events skip making a member text that would be the same (see ``member_may_differ``).
     member_hint: str = ""
-    #: A nested object: its keys (``source`` unused).
+    #: A nested object's keys (``source`` unused; ``type`` is ``OBJECT``).
     parts: tuple[JobField, ...] = ()
 
-    def value(self, job: Job) -> Any:
+    @property
+    def instant(self) -> bool:
+        """A datetime, written as ISO 8601 text."""
+        return self.type is JsonType.INSTANT
+
+    def value(self, job: Any) -> Any:
         if self.parts:
             return {part.name: part.value(job) for part in self.parts}
         raw = getattr(job, self.source) if isinstance(self.source, str) else self.source(job)
         return _iso(raw) if self.instant else raw
 
 
-#: The job JSON, in order (SPEC §7). ``payload``, ``result`` and ``deduped`` are added by
-#: ``job_json`` where they belong.
+_INT, _NUM, _BOOL, _AT = JsonType.INTEGER, JsonType.NUMBER, JsonType.BOOLEAN, JsonType.INSTANT
+
+#: The job JSON, in order (SPEC §7), without the body (``BODY_FIELDS``) and ``deduped``, which
+#: ``job_json`` adds where they belong. A field without a type is a string.
 JOB_FIELDS: tuple[JobField, ...] = (
-    JobField("id", "pk"),
+    JobField("id", "pk", _INT),
     JobField("kind", "kind"),
     JobField("queue", "queue"),
     JobField("engine", "engine"),
-    JobField("state", "state"),
-    JobField("owner", "owner_id"),
-    JobField("tenant", "tenant"),
-    JobField("priority", "priority"),
-    JobField("attempts", "attempts"),
-    JobField("max_attempts", "max_attempts"),
+    JobField("state", "state", JsonType.JOB_STATE),
+    JobField("owner", "owner_id", JsonType.OWNER, null=True),
+    JobField("tenant", "tenant", null=True),
+    JobField("priority", "priority", _INT),
+    JobField("attempts", "attempts", _INT),
+    JobField("max_attempts", "max_attempts", _INT),
     JobField(
         "progress",
-        parts=(JobField("stage", _progress("stage")), JobField("percent", _progress("percent"))),
+        type=JsonType.OBJECT,
+        parts=(
+            JobField("stage", _progress("stage"), null=True),
+            JobField("percent", _progress("percent"), _NUM, null=True),
+        ),
     ),
     JobField(
         "error",
         _ended_error,
+        null=True,
         member=public_error,
         member_hint=TRACEBACK_MARKER.strip(),
     ),
-    JobField("wait_reason", _wait_reason),
-    JobField("run_at", "run_at", instant=True),
-    JobField("created_at", "created_at", instant=True),
-    JobField("started_at", "started_at", instant=True),
-    JobField("ended_at", "ended_at", instant=True),
-    JobField("timestamps_derived", "timestamps_derived"),
-    JobField("idempotency_key", "idempotency_key"),
-    JobField("parent", "parent_id"),
-    JobField("children", _children),
+    JobField("wait_reason", _wait_reason, null=True),
+    JobField("run_at", "run_at", _AT, null=True),
+    JobField("created_at", "created_at", _AT, null=True),
+    JobField("started_at", "started_at", _AT, null=True),
+    JobField("ended_at", "ended_at", _AT, null=True),
+    JobField("timestamps_derived", "timestamps_derived", _BOOL),
+    JobField("idempotency_key", "idempotency_key", null=True),
+    JobField(
+        "parent", "parent_id", _INT, null=True, help="The job that spawned this one, or null."
+    ),
+    JobField(
+        "children",
+        _children,
+        JsonType.COUNTS,
+        null=True,
+        help="Null for a job without children; else their count per state, and total.",
+    ),
+)
+
+#: The job's body: in the API's answers, not in the events.
+BODY_FIELDS: tuple[JobField, ...] = (
+    JobField("payload", "payload", JsonType.ANY, null=True),
+    JobField("result", "result", JsonType.ANY, null=True),
+)
+
+#: A durable step, as a job's detail lists it.
+STEP_FIELDS: tuple[JobField, ...] = (
+    JobField("name", "name"),
+    JobField("state", "state", JsonType.STEP_STATE),
+    JobField("attempts", "attempts", _INT),
+    JobField("started_at", "started_at", _AT, null=True),
+    JobField("ended_at", "ended_at", _AT, null=True),
+    JobField("error", "error", null=True),
 )
 
 _MEMBER_FIELDS = tuple(field for field in JOB_FIELDS if field.member is not None)
@@ -197,8 +255,8 @@ def job_json(
     if view is View.MEMBER:
         data = member_view(data)
     if payload:
-        data["payload"] = job.payload
-        data["result"] = job.result
+        for field in BODY_FIELDS:
+            data[field.name] = field.value(job)
     if deduped is not None:
         data["deduped"] = deduped
     return data
@@ -220,14 +278,7 @@ def member_may_differ(text: str) -> bool:
 
 
 def step_json(step: JobStep) -> dict[str, Any]:
-    return {
-        "name": step.name,
-        "state": step.state,
-        "attempts": step.attempts,
-        "started_at": _iso(step.started_at),
-        "ended_at": _iso(step.ended_at),
-        "error": step.error,
-    }
+    return {field.name: field.value(step) for field in STEP_FIELDS}
 
 
 def job_detail_json(job: Job, *, view: View = View.OPERATOR) -> dict[str, Any]:

@@ -7,6 +7,7 @@ here describe that JSON for the OpenAPI schema, and the tests hold the two toget
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..engine import schedules
 from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..models import Job, Schedule
+from ..serialize import BODY_FIELDS, JOB_FIELDS, STEP_FIELDS, JobField, JsonType
 from ..states import JobState, StepState
 from ..validation import key_problem
 
@@ -268,48 +270,61 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
-class ProgressSerializer(serializers.Serializer):
-    stage = serializers.CharField(read_only=True, allow_null=True)
-    percent = serializers.FloatField(read_only=True, allow_null=True)
+def _counts_field(**options: Any) -> serializers.Field:
+    return serializers.DictField(child=serializers.IntegerField(), **options)
 
 
-class JobSerializer(serializers.Serializer):
-    """A job, as ``django_jobs.serialize.job_json`` renders it."""
+#: The serializer field that describes each JSON type of ``serialize`` (``OBJECT`` aside).
+_FIELD_OF_TYPE: dict[JsonType, Callable[..., serializers.Field]] = {
+    JsonType.INTEGER: serializers.IntegerField,
+    JsonType.NUMBER: serializers.FloatField,
+    JsonType.STRING: serializers.CharField,
+    JsonType.BOOLEAN: serializers.BooleanField,
+    JsonType.INSTANT: serializers.DateTimeField,
+    JsonType.ANY: serializers.JSONField,
+    JsonType.JOB_STATE: JobStateField,
+    JsonType.STEP_STATE: StepStateField,
+    JsonType.OWNER: owner_field,
+    JsonType.COUNTS: _counts_field,
+}
 
-    id = serializers.IntegerField(read_only=True)
-    kind = serializers.CharField(read_only=True)
-    queue = serializers.CharField(read_only=True)
-    engine = serializers.CharField(read_only=True)
-    state = JobStateField(read_only=True)
-    payload = serializers.JSONField(read_only=True, allow_null=True)
-    result = serializers.JSONField(read_only=True, allow_null=True)
-    error = serializers.CharField(read_only=True, allow_null=True)
-    tenant = serializers.CharField(read_only=True, allow_null=True)
-    priority = serializers.IntegerField(read_only=True)
-    attempts = serializers.IntegerField(read_only=True)
-    max_attempts = serializers.IntegerField(read_only=True)
-    progress = ProgressSerializer(read_only=True)
-    wait_reason = serializers.CharField(read_only=True, allow_null=True)
-    run_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    created_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    started_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    timestamps_derived = serializers.BooleanField(read_only=True)
-    idempotency_key = serializers.CharField(read_only=True, allow_null=True)
-    parent = serializers.IntegerField(  # type: ignore[assignment]  # see errors above
-        read_only=True, allow_null=True, help_text="The job that spawned this one, or null."
-    )
-    children = serializers.DictField(
-        child=serializers.IntegerField(),
-        read_only=True,
-        allow_null=True,
-        help_text="Null for a job without children; else their count per state, and total.",
-    )
+
+def api_field(field: JobField) -> serializers.Field:
+    """The read-only serializer field that describes ``field`` of the job JSON in the schema."""
+    options: dict[str, Any] = {"read_only": True}
+    if field.null:
+        options["allow_null"] = True
+    if field.help:
+        options["help_text"] = field.help
+    if field.type is JsonType.OBJECT:
+        # Named after the field ("ProgressSerializer"): drf-spectacular names the component so.
+        nested = type(
+            f"{field.name.capitalize()}Serializer",
+            (serializers.Serializer,),
+            {part.name: api_field(part) for part in field.parts},
+        )
+        return nested(**options)
+    return _FIELD_OF_TYPE[field.type](**options)
+
+
+class JsonShapeSerializer(serializers.Serializer):
+    """A serializer whose fields are made from a ``serialize`` field list (``json_fields``),
+    then its own declared fields: the schema describes the JSON that list makes, so the two
+    cannot disagree. The fields are made when first asked for, not at import: the owner's
+    type depends on the user model."""
+
+    json_fields: tuple[JobField, ...] = ()
 
     def get_fields(self) -> dict[str, serializers.Field]:
-        fields = super().get_fields()
-        fields["owner"] = owner_field(read_only=True, allow_null=True)
+        fields = {field.name: api_field(field) for field in self.json_fields}
+        fields.update(super().get_fields())
         return fields
+
+
+class JobSerializer(JsonShapeSerializer):
+    """A job, as ``django_jobs.serialize.job_json`` renders it."""
+
+    json_fields = JOB_FIELDS + BODY_FIELDS
 
 
 class SubmittedJobSerializer(JobSerializer):
@@ -318,13 +333,10 @@ class SubmittedJobSerializer(JobSerializer):
     deduped = serializers.BooleanField(read_only=True)
 
 
-class StepSerializer(serializers.Serializer):
-    name = serializers.CharField(read_only=True)
-    state = StepStateField(read_only=True)
-    attempts = serializers.IntegerField(read_only=True)
-    started_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    error = serializers.CharField(read_only=True, allow_null=True)
+class StepSerializer(JsonShapeSerializer):
+    """A durable step of a job, as ``django_jobs.serialize.step_json`` renders it."""
+
+    json_fields = STEP_FIELDS
 
 
 class JobDetailSerializer(JobSerializer):
