@@ -123,7 +123,18 @@ def order(repetition: int) -> tuple[str, str]:
 
 #: The figures one side's subprocess measures at a time: both sides measure a group before the
 #: next one starts, so a figure's two measurements are seconds apart, not a whole suite apart.
-GROUPS = ({"enqueue", "drain"}, {"async"}, {"steps"}, {"pickup"})
+GROUPS = (
+    {"enqueue", "drain"},
+    {"async"},
+    {"steps"},
+    {"pickup"},
+    {"phases"},
+    {"fanout"},
+    {"memory"},
+)
+#: Groups measured with the live events off whatever ``--live-events`` says: their commands
+#: (``bench.phases``, ``bench.fanout``) measure the engine alone.
+ENGINE_ALONE = ({"phases"}, {"fanout"})
 
 
 def groups(only: set[str]) -> list[set[str]]:
@@ -164,7 +175,7 @@ def measure(side: Side, args: argparse.Namespace, only: set[str], tag: str, out:
         "--pickup-concurrency",
         str(args.pickup_concurrency),
         "--live-events",
-        args.live_events,
+        "off" if only in ENGINE_ALONE else args.live_events,
         "--database-url",
         side.url,
         "--tag",

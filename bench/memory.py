@@ -60,25 +60,18 @@ def wait_drained(expected: int, worker: Worker, timeout: float = 900) -> None:
         time.sleep(0.2)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.memory", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
-    parser.add_argument("--jobs", type=int, default=100_000)
-    args = parser.parse_args(argv)
-    os.environ.setdefault("BENCH_LIVE_EVENTS", "1")
-    prepare_database(args.database_url)
+def measure(jobs: int) -> dict[str, float]:
+    """RSS (MiB) of this process and of a worker after a tenth of ``jobs`` and after all."""
     from bench.jobs import noop
 
-    tenth = max(args.jobs // 10, BATCH)
+    tenth = max(jobs // 10, BATCH)
     tag = time.strftime("%H%M%S")
 
     reset()
     enqueue(noop, 0, tenth, tag)
     gc.collect()
     producer_first = rss_mib(os.getpid())
-    enqueue(noop, tenth, args.jobs, tag)
+    enqueue(noop, tenth, jobs, tag)
     gc.collect()
     producer_last = rss_mib(os.getpid())
 
@@ -89,18 +82,37 @@ def main(argv: list[str] | None = None) -> int:
         enqueue(noop, 0, tenth, tag)
         wait_drained(tenth, worker)
         worker_first = rss_mib(worker.popen.pid)
-        enqueue(noop, tenth, args.jobs, tag)
-        wait_drained(args.jobs, worker)
+        enqueue(noop, tenth, jobs, tag)
+        wait_drained(jobs, worker)
         worker_last = rss_mib(worker.popen.pid)
     finally:
         worker.stop()
     reset()
+    return {
+        "producer_first": producer_first,
+        "producer_last": producer_last,
+        "worker_first": worker_first,
+        "worker_last": worker_last,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.memory", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--jobs", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("BENCH_LIVE_EVENTS", "1")
+    prepare_database(args.database_url)
+    rss = measure(args.jobs)
+    tenth = max(args.jobs // 10, BATCH)
 
     print(f"| process | RSS after {tenth:,} | RSS after {args.jobs:,} | ratio | goal |")
     print("| --- | ---: | ---: | ---: | --- |")
     for name, first, last in (
-        (f"enqueue_many, batches of {BATCH:,}", producer_first, producer_last),
-        ("runjobs --concurrency 4", worker_first, worker_last),
+        (f"enqueue_many, batches of {BATCH:,}", rss["producer_first"], rss["producer_last"]),
+        ("runjobs --concurrency 4", rss["worker_first"], rss["worker_last"]),
     ):
         print(f"| {name} | {first:,.1f} MiB | {last:,.1f} MiB | {last / first:.3f} | ≤ 1.10 |")
     print(

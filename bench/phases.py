@@ -64,6 +64,15 @@ def measure(jobs: int) -> dict[str, float]:
     }
 
 
+def best(jobs: int, runs: int) -> dict[str, float]:
+    """Each phase's CPU us per job: the minimum over ``runs`` measurements."""
+    found: dict[str, float] = {}
+    for _ in range(runs):
+        for phase, value in measure(jobs).items():
+            found[phase] = min(found.get(phase, value), value)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.phases", description=__doc__)
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
@@ -72,13 +81,10 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["BENCH_LIVE_EVENTS"] = "0"
     prepare_database(args.database_url)
-    best: dict[str, float] = {}
-    for _ in range(args.runs):
-        for phase, value in measure(args.jobs).items():
-            best[phase] = min(best.get(phase, value), value)
+    found = best(args.jobs, args.runs)
     reset()
     print("CPU us per job (minimum of the runs):")
-    for phase, value in best.items():
+    for phase, value in found.items():
         print(f"  {phase:<14}{value:8.1f}")
     return 0
 

@@ -22,6 +22,10 @@ def unit(figure: str) -> str:
         return "s"
     if figure.endswith(" cpu"):
         return "us/job"
+    if figure.endswith("(MiB)"):
+        return "MiB"
+    if figure.endswith("(x)"):
+        return "x"
     return "jobs/s"
 
 
@@ -32,7 +36,11 @@ def higher_is_better(figure: str) -> bool:
 def fmt(value: float | None, figure_unit: str) -> str:
     if value is None:
         return "-"
-    return f"{value:,.2f}" if figure_unit in ("ms", "s", "x") else f"{value:,.0f}"
+    if figure_unit == "x":
+        return f"{value:,.3f}"
+    if figure_unit == "MiB":
+        return f"{value:,.1f}"
+    return f"{value:,.2f}" if figure_unit in ("ms", "s") else f"{value:,.0f}"
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,11 @@ DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
 FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers")
+#: Figures of the single-purpose modules, measured when ``--only`` names them (not by default:
+#: ``bench.memory`` alone enqueues and drains ten times ``--jobs``). ``phases`` and ``fanout``
+#: measure the engine alone, as their own commands do; ``--against`` runs them with the live
+#: events off.
+MODULE_FIGURES = ("phases", "fanout", "memory")
 
 
 @dataclass
@@ -482,6 +487,7 @@ def run_once(
         async_figures(args.jobs // 10 or 1, args.batch, tag, results)
     if "steps" in only:
         steps_figures(args.jobs // 5 or 1, args.batch, tag, results)
+    module_figures(args, only, results)
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000
@@ -490,6 +496,32 @@ def run_once(
         results.add("pickup p95", p95)
         results.add("pickup p99", p99)
     peers_of("pickup")
+
+
+def module_figures(args: argparse.Namespace, only: set[str], results: Results) -> None:
+    """The figures of ``bench.phases``, ``bench.fanout`` and ``bench.memory``, so that
+    ``--against`` can put them beside a revision's: one measurement each (the phases the
+    minimum of three). Sizes follow ``--jobs``: 10,000 gives about the modules' own."""
+    if "phases" in only:
+        from bench import phases
+
+        # The minimum of three, as its command takes: a single measurement would carry the
+        # process's first-use costs (imports, the first prepare of each statement).
+        for phase, value in phases.best(max(args.jobs // 3, 200), runs=3).items():
+            results.add(f"phase {phase} cpu", value)
+    if "fanout" in only:
+        from bench import fanout
+
+        results.add("fan-out: plain drain (s)", fanout.plain(args.jobs))
+        results.add("fan-out: spawn and gather (s)", fanout.workflow(args.jobs))
+    if "memory" in only:
+        from bench import memory
+
+        rss = memory.measure(args.jobs * 10)
+        results.add("memory: enqueue_many (MiB)", rss["producer_last"])
+        results.add("memory: enqueue_many growth (x)", rss["producer_last"] / rss["producer_first"])
+        results.add("memory: worker (MiB)", rss["worker_last"])
+        results.add("memory: worker growth (x)", rss["worker_last"] / rss["worker_first"])
 
 
 QUICK = {"runs": 1, "jobs": 1_000, "batch": 250, "pickup_jobs": 50}
@@ -539,10 +571,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
     args.only = {part.strip() for part in args.only.split(",") if part.strip()}
-    if args.only - set(FIGURES):
-        parser.error(
-            f"--only: unknown {sorted(args.only - set(FIGURES))}; use {', '.join(FIGURES)}"
-        )
+    known = FIGURES + MODULE_FIGURES
+    if args.only - set(known):
+        parser.error(f"--only: unknown {sorted(args.only - set(known))}; use {', '.join(known)}")
     args.peers = {part.strip() for part in args.peers.split(",") if part.strip()}
     if args.peers - set(peers.PEERS):
         parser.error(f"--peers: unknown {sorted(args.peers - set(peers.PEERS))}")

@@ -117,5 +117,7 @@ def test_both_sides_measure_a_group_of_figures_before_the_next_and_never_the_pee
         {"pickup"},
     ]
     assert against.groups({"steps"}) == [{"steps"}]
+    # The single-purpose modules' figures: each a group of its own.
+    assert against.groups({"memory", "phases", "fanout"}) == [{"phases"}, {"fanout"}, {"memory"}]
     with pytest.raises(SystemExit, match="has none of them"):
         against.run(None, {"peers"})  # type: ignore[arg-type] - refused before args are read

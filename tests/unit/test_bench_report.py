@@ -45,10 +45,22 @@ def test_units_and_the_figures_table():
     assert unit("bare: pickup p99") == "ms"
     assert unit("drain c=4 cpu") == "us/job"
     assert unit("async sleep x100 c=50 (s)") == "s"
-    table = figures_table({"enqueue": [1_234.4, 1_000.0], "pickup p50": [1.234]})
+    assert unit("phase claim cpu") == "us/job"
+    assert unit("memory: worker (MiB)") == "MiB"
+    assert unit("memory: worker growth (x)") == "x"
+    table = figures_table(
+        {
+            "enqueue": [1_234.4, 1_000.0],
+            "pickup p50": [1.234],
+            "memory: worker (MiB)": [103.26],
+            "memory: worker growth (x)": [1.0071],
+        }
+    )
     assert "1,117" in table  # median of the two runs
     assert "1,234 1,000" in table
     assert "1.23" in table
+    assert "103.3" in table
+    assert "1.007" in table
 
 
 def test_every_goal_of_the_hot_path_is_in_the_report():
