@@ -11,21 +11,26 @@ Why a loop kept per thread, measured with ``python -m bench --only async`` (1,00
 concurrency 50, PostgreSQL, one run each on a loaded 2-core machine; docs/performance.md): a
 new loop per job through ``async_to_sync`` drained 762 jobs/s; ``asyncio.run`` per job 3,657/s
 (its database calls one at a time for the whole worker); the kept loop 3,518/s, beside 4,195/s
-for sync no-ops in the same run. 100 jobs that each ``await asyncio.sleep(0.2)`` took 0.48 s.
+for sync no-ops in the same run. On the quiet machine, three runs each: the kept loop entering
+its ``ThreadSensitiveContext`` per job 2,386/s beside 6,533/s sync (0.37); entered once per
+loop (``ThreadLoop``) 4,925/s beside 7,098/s (0.72). 100 jobs that each
+``await asyncio.sleep(0.2)`` take 0.44 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from django.db import connections
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def drop_broken_connections() -> None:
@@ -42,40 +47,82 @@ def drop_broken_connections() -> None:
                 conn.close()
 
 
+class DatabaseThread(ThreadPoolExecutor):
+    """The one thread an async job's database calls run on (``max_workers=1``).
+
+    Before the first call of each job (``check_due``, set by ``ThreadLoop.run``), it drops the
+    connections that broke in an earlier job, as an executor thread does for itself between
+    jobs; a job that makes no database call costs no hand-off to this thread.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(max_workers=1, thread_name_prefix=f"{name}-db")
+        # Read and written on the loop's thread only (``submit`` is called from the loop).
+        self.check_due = False
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        if self.check_due:
+            self.check_due = False
+            return super().submit(_checked, fn, *args, **kwargs)
+        return super().submit(fn, *args, **kwargs)
+
+
+def _checked(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    drop_broken_connections()
+    return fn(*args, **kwargs)
+
+
 class ThreadLoop:
-    """The calling thread's event loop, and the thread its async jobs' database calls use."""
+    """The calling thread's event loop, and the thread its async jobs' database calls use.
+
+    The ``ThreadSensitiveContext`` that sends those calls to the database thread is entered
+    once, by a task that lives as long as the loop (``_hold_context``); each job runs as a
+    task in a copy of that task's context. Entering it per job cost more than a no-op async
+    job itself: its ``Local`` reads take one lock shared by every thread of the process
+    (measured with py-spy on ``runjobs --concurrency 50``, 5,000 async no-ops: the context's
+    enter and exit were about a quarter of the worker's busy samples, the per-job hand-off
+    of the connection check to the database thread a sixth).
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        name = threading.current_thread().name
-        self.database = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-db")
+        self.database = DatabaseThread(threading.current_thread().name)
+        self._release = asyncio.Event()
+        entered: asyncio.Future[contextvars.Context] = self.loop.create_future()
+        self._holder = self.loop.create_task(self._hold_context(entered))
+        self.context = self.loop.run_until_complete(entered)
+
+    async def _hold_context(self, entered: asyncio.Future[contextvars.Context]) -> None:
+        async with ThreadSensitiveContext(executor=self.database):
+            entered.set_result(contextvars.copy_context())
+            await self._release.wait()
 
     def run(self, job: Callable[[], Awaitable[T]]) -> T:
         """Run ``job()`` to its end on this loop; tasks it left behind are cancelled."""
-        # Queued before the job's own calls on the one database thread: a connection that
-        # broke in the previous job is replaced first, as an executor thread does for itself.
-        self.database.submit(drop_broken_connections)
-
-        async def main() -> T:
-            async with ThreadSensitiveContext(executor=self.database):
-                return await job()
-
+        self.database.check_due = True
+        task = self.loop.create_task(_await(job), context=self.context.copy())
         try:
-            return self.loop.run_until_complete(main())
+            return self.loop.run_until_complete(task)
         finally:
             self._cancel_leftovers()
 
     def _cancel_leftovers(self) -> None:
-        leftovers = asyncio.all_tasks(self.loop)
+        leftovers = asyncio.all_tasks(self.loop) - {self._holder}
         for task in leftovers:
             task.cancel()
         if leftovers:
             self.loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
 
     def close(self) -> None:
+        self._release.set()
+        self.loop.run_until_complete(self._holder)
         self.database.submit(connections.close_all).result()
         self.database.shutdown()
         self.loop.close()
+
+
+async def _await(job: Callable[[], Awaitable[T]]) -> T:
+    return await job()
 
 
 _local = threading.local()
@@ -99,4 +146,10 @@ def close_thread_loop() -> None:
         loop.close()
 
 
-__all__ = ["ThreadLoop", "close_thread_loop", "drop_broken_connections", "run_async"]
+__all__ = [
+    "DatabaseThread",
+    "ThreadLoop",
+    "close_thread_loop",
+    "drop_broken_connections",
+    "run_async",
+]
