@@ -14,13 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from datetime import timedelta
 
-from bench.run import DEFAULT_URL, prepare_database, reset
+from bench.run import DEFAULT_URL, claim_due, prepare_database, reset
 
 
 def drain() -> int:
-    from django_jobs import clock
     from django_jobs.engine.context import LiveState
     from django_jobs.engine.executor import Executor
     from django_jobs.store import get_store
@@ -28,14 +26,7 @@ def drain() -> int:
     store, executor = get_store(), Executor("bench-fanout")
     ran = 0
     while True:
-        now = clock.now()
-        claimed = store.claim(
-            engine="default",
-            worker_id="bench-fanout",
-            limit=64,
-            now=now,
-            leased_until=now + timedelta(seconds=30),
-        )
+        claimed = claim_due(store, "bench-fanout", 64)
         if not claimed:
             return ran
         store.record([executor.run(job, LiveState(job)) for job in claimed])

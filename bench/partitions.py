@@ -209,11 +209,11 @@ def fill(table: str, ended: int, queued: int, days: int) -> None:
 
 def claim_sql(table: str, *, live_only: bool) -> tuple[str, list[Any]]:
     from django_jobs.store import get_store
-    from django_jobs.store.base import TABLE
+    from django_jobs.store.base import TABLE, Claim
 
     now = datetime.now(UTC)
     statement, params = get_store().claim_statement(
-        engine="default", worker_id="bench", limit=10, now=now, leased_until=now
+        Claim(engine="default", worker_id="bench", limit=10, now=now, leased_until=now)
     )
     statement = statement.replace(TABLE, table)
     if live_only:

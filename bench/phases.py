@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from datetime import timedelta
 
-from bench.run import DEFAULT_URL, prepare_database, reset
+from bench.run import DEFAULT_URL, claim_due, prepare_database, reset
 
 
 def measure(jobs: int) -> dict[str, float]:
     from bench.jobs import noop
-    from django_jobs import clock
     from django_jobs.engine.context import LiveState
     from django_jobs.engine.executor import Executor
     from django_jobs.store import get_store
@@ -37,14 +35,7 @@ def measure(jobs: int) -> dict[str, float]:
     claim = execute = record = 0.0
     while True:
         started = time.process_time()
-        now = clock.now()
-        claimed = store.claim(
-            engine="default",
-            worker_id="bench-phases",
-            limit=64,
-            now=now,
-            leased_until=now + timedelta(seconds=30),
-        )
+        claimed = claim_due(store, "bench-phases", 64)
         ran = time.process_time()
         claim += ran - started
         if not claimed:

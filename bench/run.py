@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -106,6 +107,27 @@ def prepare_database(url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def claim_due(store: Any, worker_id: str, limit: int) -> list[Any]:
+    """Claim up to ``limit`` due jobs of the default engine for ``worker_id`` (leased 30 s)
+    straight from the store, as ``bench.phases`` and ``bench.fanout`` do: with a ``Claim``,
+    or with its fields as keywords for an engine from before it (``--against`` a revision)."""
+    from django_jobs import clock
+
+    now = clock.now()
+    fields = {
+        "engine": "default",
+        "worker_id": worker_id,
+        "limit": limit,
+        "now": now,
+        "leased_until": now + timedelta(seconds=30),
+    }
+    try:
+        from django_jobs.store import Claim
+    except ImportError:
+        return store.claim(**fields)
+    return store.claim(Claim(**fields))
 
 
 def reset() -> None:

@@ -26,7 +26,7 @@ from .permissions import retry_refusal
 from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
-from .store import get_store
+from .store import Claim, get_store
 from .validation import check_json
 
 
@@ -347,12 +347,14 @@ def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str
     now = clock.now()
     queues = [queue] if queue else None
     sql, params = store.claim_statement(
-        engine=engine,
-        worker_id="explain",
-        limit=jobs_settings.engine_concurrency(engine),
-        now=now,
-        leased_until=now + jobs_settings.lease,
-        queues=queues,
+        Claim(
+            engine=engine,
+            worker_id="explain",
+            limit=jobs_settings.engine_concurrency(engine),
+            now=now,
+            leased_until=now + jobs_settings.lease,
+            queues=queues,
+        )
     )
     return {
         "database": store.vendor,

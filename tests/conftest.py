@@ -7,12 +7,43 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def claim_request(
+    worker_id: str = "w",
+    *,
+    limit: int = 1,
+    engine: str | None = "default",
+    now: datetime | None = None,
+) -> Any:
+    """A ``Claim`` of up to ``limit`` due jobs for ``worker_id``, leased for 30 s from
+    ``now`` (the jobs' clock by default), as a worker's claim loop makes it."""
+    from django_jobs import clock
+    from django_jobs.store import Claim
+
+    now = now or clock.now()
+    return Claim(
+        engine=engine,
+        worker_id=worker_id,
+        limit=limit,
+        now=now,
+        leased_until=now + timedelta(seconds=30),
+    )
+
+
+def claim(worker_id: str = "w", **request: Any) -> list[Any]:
+    """Claim straight from the store (``claim_request``'s arguments)."""
+    from django_jobs.store import get_store
+
+    return get_store().claim(claim_request(worker_id, **request))
 
 
 def on_postgres() -> bool:

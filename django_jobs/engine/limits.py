@@ -8,14 +8,14 @@ workers racing may both hand back, never both keep.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..conf import jobs_settings
 from ..durations import parse_rate
 from ..registry import all_handles
-from ..store.base import ClaimSkip
+from ..store.base import Claim, ClaimSkip
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -59,13 +59,15 @@ def _rate_usage(store: Store, limits: Limits, now: datetime) -> dict[tuple[str, 
     return usage
 
 
-def claim_within_limits(store: Store, *, limit: int, now: datetime, **claim: Any) -> list[Job]:
-    """``store.claim(...)`` that honours caps and rates; over-limit claims are handed back."""
+def claim_within_limits(store: Store, request: Claim) -> list[Job]:
+    """``store.claim(request)`` that honours caps and rates; over-limit claims are handed back."""
     limits = current_limits()
     if limits is None:
-        return store.claim(limit=limit, now=now, **claim)
+        return store.claim(request)
+    now = request.now
     total, per_queue, per_tenant = store.running_counts()
     usage = _rate_usage(store, limits, now)
+    limit = request.limit
     if limits.global_cap is not None:
         limit = min(limit, limits.global_cap - total)
         if limit <= 0:
@@ -77,10 +79,10 @@ def claim_within_limits(store: Store, *, limit: int, now: datetime, **claim: Any
         kinds=[k for k, (n, _) in limits.kind_rates.items() if usage[("kind", k)] >= n],
         fair=bool(limits.global_cap or limits.tenant_cap),
     )
-    claimed = store.claim(limit=limit, now=now, skip=skip, **claim)
+    claimed = store.claim(replace(request, limit=limit, skip=skip))
     if not claimed:
         return claimed
-    return _keep_within(store, limits, claimed, claim["worker_id"], now)
+    return _keep_within(store, limits, claimed, request.worker_id, now)
 
 
 def _keep_within(

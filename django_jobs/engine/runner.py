@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from .. import clock
 from ..conf import jobs_settings
 from ..states import ENDED_STATES
+from ..store import Claim
 from .context import LiveState
 from .executor import Executor
 from .limits import claim_within_limits
@@ -42,12 +43,14 @@ def run_next(
     now = clock.now()
     claimed = claim_within_limits(
         store,
-        engine=engine,
-        worker_id=executor.worker_id,
-        limit=1,
-        now=now,
-        leased_until=now + jobs_settings.lease,
-        queues=queues,
+        Claim(
+            engine=engine,
+            worker_id=executor.worker_id,
+            limit=1,
+            now=now,
+            leased_until=now + jobs_settings.lease,
+            queues=queues,
+        ),
     )
     if not claimed:
         return None

@@ -30,7 +30,7 @@ from ..exceptions import JobTimeout
 from ..models import Job
 from ..printable import printable
 from ..registry import get
-from ..store import Outcome, Store, get_store
+from ..store import Claim, Outcome, Store, get_store
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
@@ -216,12 +216,14 @@ class Worker:
                         functools.partial(
                             claim_within_limits,
                             self.store,
-                            engine=self.engine,
-                            worker_id=self.worker_id,
-                            limit=want,
-                            now=now,
-                            leased_until=now + self.lease,
-                            queues=self.queues,
+                            Claim(
+                                engine=self.engine,
+                                worker_id=self.worker_id,
+                                limit=want,
+                                now=now,
+                                leased_until=now + self.lease,
+                                queues=self.queues,
+                            ),
                         )
                     )
                     or []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import connections
 
 from ..conf import jobs_settings
-from .base import NewJob, Outcome, Store
+from .base import Claim, NewJob, Outcome, Store
 
 
 def get_store(alias: str | None = None) -> Store:
@@ -27,4 +27,4 @@ def get_store(alias: str | None = None) -> Store:
     )
 
 
-__all__ = ["NewJob", "Outcome", "Store", "get_store"]
+__all__ = ["Claim", "NewJob", "Outcome", "Store", "get_store"]

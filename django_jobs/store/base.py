@@ -243,6 +243,22 @@ class ClaimSkip:
     fair: bool = False
 
 
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """What a worker asks of ``Store.claim``: up to ``limit`` jobs due at ``now`` (which also
+    becomes their ``started_at``), of ``engine`` (any engine if None) and ``queues`` (any queue
+    if None), marked ``running`` for ``worker_id`` with a lease until ``leased_until``, passing
+    over what ``skip`` names (caps and rates, ``engine.limits``)."""
+
+    engine: str | None
+    worker_id: str
+    limit: int
+    now: datetime
+    leased_until: datetime
+    queues: list[str] | None = None
+    skip: ClaimSkip | None = None
+
+
 class Listener(Protocol):
     """A connection of its own that hears the store's notifications (``supports_listen``).
 
@@ -454,23 +470,18 @@ class Store:
 
     # -- claiming -----------------------------------------------------------------------------
 
-    def claim_filters(
-        self,
-        *,
-        engine: str | None,
-        now: datetime,
-        queues: list[str] | None,
-        skip: ClaimSkip | None,
-    ) -> tuple[str, list[Any]]:
+    def claim_filters(self, request: Claim) -> tuple[str, list[Any]]:
         """The WHERE clause of "due jobs this worker may claim", and its parameters."""
-        filters, params = ["state IN ('queued', 'waiting')", "run_at <= %s"], [self.dt(now)]
-        if engine is not None:
+        filters = ["state IN ('queued', 'waiting')", "run_at <= %s"]
+        params: list[Any] = [self.dt(request.now)]
+        if request.engine is not None:
             filters.append("engine = %s")
-            params.append(engine)
-        if queues:
-            queue_sql, queue_params = self.in_list(list(queues))
+            params.append(request.engine)
+        if request.queues:
+            queue_sql, queue_params = self.in_list(list(request.queues))
             filters.append(f"queue {queue_sql}")
             params += queue_params
+        skip = request.skip
         if skip is not None:
             for column, values in (("queue", skip.queues), ("kind", skip.kinds)):
                 if values:
@@ -518,18 +529,8 @@ class Store:
         )
         return {row[0]: row[1] for row in rows}
 
-    def claim(
-        self,
-        *,
-        engine: str | None,
-        worker_id: str,
-        limit: int,
-        now: datetime,
-        leased_until: datetime,
-        queues: list[str] | None = None,
-        skip: ClaimSkip | None = None,
-    ) -> list[Job]:
-        """Mark up to ``limit`` due jobs ``running`` for ``worker_id`` and return them.
+    def claim(self, request: Claim) -> list[Job]:
+        """Mark up to ``request.limit`` due jobs ``running`` for its worker and return them.
 
         A ``queued`` job starts a new attempt (``attempts + 1``); a ``waiting`` job being
         re-asked keeps its attempt. Jobs come back in claim order: priority, run_at, id.
@@ -537,33 +538,12 @@ class Store:
         it is planned on every execution (``planned_cursor``): the table it reads changes
         more than any other.
         """
-        jobs = self.jobs_from(
-            *self.claim_statement(
-                engine=engine,
-                worker_id=worker_id,
-                limit=limit,
-                now=now,
-                leased_until=leased_until,
-                queues=queues,
-                skip=skip,
-            ),
-            planned=True,
-        )
+        jobs = self.jobs_from(*self.claim_statement(request), planned=True)
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
 
-    def claim_statement(
-        self,
-        *,
-        engine: str | None,
-        worker_id: str,
-        limit: int,
-        now: datetime,
-        leased_until: datetime,
-        queues: list[str] | None = None,
-        skip: ClaimSkip | None = None,
-    ) -> tuple[str, list[Any]]:
-        """The one statement ``claim`` runs with these arguments, and its parameters."""
+    def claim_statement(self, request: Claim) -> tuple[str, list[Any]]:
+        """The one statement ``claim`` runs for ``request``, and its parameters."""
         raise NotImplementedError
 
     # EXPLAIN without ANALYZE: the database plans the statement and runs none of it.

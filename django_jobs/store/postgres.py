@@ -26,7 +26,7 @@ from .base import (
     PRUNED_TABLE,
     STEP_TABLE,
     TABLE,
-    ClaimSkip,
+    Claim,
     NewJob,
     Outcome,
     Store,
@@ -462,22 +462,12 @@ class PostgresStore(Store):
         )
         return rows[0][0], rows[0][1]
 
-    def claim_statement(
-        self,
-        *,
-        engine: str | None,
-        worker_id: str,
-        limit: int,
-        now: datetime,
-        leased_until: datetime,
-        queues: list[str] | None = None,
-        skip: ClaimSkip | None = None,
-    ) -> tuple[str, list[Any]]:
+    def claim_statement(self, request: Claim) -> tuple[str, list[Any]]:
         # The CTE picks and locks the next due rows in claim order, skipping rows another
         # worker holds; the UPDATE marks them ours in the same statement. The CTE is also an
         # optimisation fence: the LIMIT applies before the update, on the partial claim index.
-        where, params = self.claim_filters(engine=engine, now=now, queues=queues, skip=skip)
-        if skip is not None and skip.fair:
+        where, params = self.claim_filters(request)
+        if request.skip is not None and request.skip.fair:
             pick = (
                 f"SELECT id FROM {TABLE} WHERE id IN ({self.fair_pick_sql(where)}) "
                 "ORDER BY priority, run_at, id FOR UPDATE SKIP LOCKED"
@@ -492,7 +482,7 @@ class PostgresStore(Store):
             "attempts = j.attempts + CASE WHEN j.state = 'queued' THEN 1 ELSE 0 END, "
             "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
             f"FROM picked WHERE j.id = picked.id RETURNING {RETURNING}",
-            [*params, limit, worker_id, leased_until, now],
+            [*params, request.limit, request.worker_id, request.leased_until, request.now],
         )
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[tuple[int, int | None]]:

@@ -7,12 +7,11 @@ can pick the same row between the read and the write.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from ..models import Job
 from . import events
-from .base import COLUMNS, INSERT_COLUMNS, TABLE, ClaimSkip, NewJob, Store, insert_sql
+from .base import COLUMNS, INSERT_COLUMNS, TABLE, Claim, NewJob, Store, insert_sql
 from .event_rows import Inserted, MakeRow
 
 RETURNING = ", ".join(COLUMNS)
@@ -51,21 +50,11 @@ class SQLiteStore(Store):
         ordered = sorted(jobs, key=lambda job: job.pk)
         return jobs, events.insert(self.alias, [created(job) for job in ordered])
 
-    def claim_statement(
-        self,
-        *,
-        engine: str | None,
-        worker_id: str,
-        limit: int,
-        now: datetime,
-        leased_until: datetime,
-        queues: list[str] | None = None,
-        skip: ClaimSkip | None = None,
-    ) -> tuple[str, list[Any]]:
-        where, params = self.claim_filters(engine=engine, now=now, queues=queues, skip=skip)
+    def claim_statement(self, request: Claim) -> tuple[str, list[Any]]:
+        where, params = self.claim_filters(request)
         pick = (
             self.fair_pick_sql(where)
-            if skip is not None and skip.fair
+            if request.skip is not None and request.skip.fair
             else f"SELECT id FROM {TABLE} WHERE {where} ORDER BY priority, run_at, id LIMIT %s"
         )
         return (
@@ -73,7 +62,13 @@ class SQLiteStore(Store):
             "attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END, "
             "worker_id = %s, leased_until = %s, started_at = %s, wake_requested = false "
             f"WHERE id IN ({pick}) RETURNING {RETURNING}",
-            [worker_id, self.dt(leased_until), self.dt(now), *params, limit],
+            [
+                request.worker_id,
+                self.dt(request.leased_until),
+                self.dt(request.now),
+                *params,
+                request.limit,
+            ],
         )
 
     explain_prefix = "EXPLAIN QUERY PLAN "

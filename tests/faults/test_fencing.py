@@ -18,18 +18,13 @@ from django_jobs.models import Job, JobStep
 from django_jobs.store import get_store
 from testproject.jobs import three_steps
 from testproject.models import Execution
+from tests.conftest import claim
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
 
 def claimed_as(worker_id: str, now) -> JobContext:
-    [job] = get_store().claim(
-        engine="default",
-        worker_id=worker_id,
-        limit=1,
-        now=now,
-        leased_until=now + timedelta(seconds=30),
-    )
+    [job] = claim(worker_id, now=now)
     return JobContext(job, job.payload, LiveState(job))
 
 

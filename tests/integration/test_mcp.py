@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from django_jobs.models import Job, JobStep
 from django_jobs.serialize import job_json
-from django_jobs.store import get_store
+from django_jobs.store import Claim, get_store
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.process
@@ -173,12 +173,14 @@ def test_read_tools_return_what_the_cli_prints_as_json(worker_env, rows, tmp_pat
     store = get_store()
     now = timezone.now()
     sql, _ = store.claim_statement(
-        engine="default",
-        worker_id="explain",
-        limit=1,
-        now=now,
-        leased_until=now,
-        queues=["media"],
+        Claim(
+            engine="default",
+            worker_id="explain",
+            limit=1,
+            now=now,
+            leased_until=now,
+            queues=["media"],
+        )
     )
     assert plan["sql"] == sql
     assert (plan["database"], plan["engine"], plan["queues"]) == (

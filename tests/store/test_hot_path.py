@@ -25,6 +25,7 @@ from django_jobs.events.payloads import encode, event_data
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.store import NewJob, get_store
 from testproject.jobs import noop
+from tests.conftest import claim
 
 CHANNEL = "django_jobs"  # django_jobs.store.postgres.CHANNEL, without importing psycopg here
 
@@ -59,15 +60,8 @@ class BuiltFromRowsTests(TransactionTestCase):
         )
         assert_same_as_orm(many)
 
-        store = get_store()
         later = clock.now() + timedelta(seconds=5)
-        claimed = store.claim(
-            engine=None,
-            worker_id="w",
-            limit=100,
-            now=later,
-            leased_until=later + timedelta(seconds=30),
-        )
+        claimed = claim("w", limit=100, engine=None, now=later)
         assert len(claimed) == len(single) + len(many)
         assert all(job.state == "running" and job.attempts == 1 for job in claimed)
         assert_same_as_orm(claimed)

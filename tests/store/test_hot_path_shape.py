@@ -24,8 +24,9 @@ from django.test import TestCase, TransactionTestCase
 from django_jobs import clock
 from django_jobs.events.outbox import writer
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.store import get_store
+from django_jobs.store import Claim, get_store
 from testproject.jobs import noop
+from tests.conftest import claim
 
 
 def skip_unless_postgres() -> None:
@@ -153,7 +154,13 @@ class ClaimNeverPreparedTests(TransactionTestCase):
         for _ in range(n):
             now = clock.now()
             store.claim(
-                engine="default", worker_id="w", limit=8, now=now, leased_until=now + timedelta(1)
+                Claim(
+                    engine="default",
+                    worker_id="w",
+                    limit=8,
+                    now=now,
+                    leased_until=now + timedelta(1),
+                )
             )
 
     def prepared_claims(self) -> int:
@@ -227,13 +234,7 @@ class ClaimPlanTests(TestCase):
 
         now = clock.now()
         with connection.execute_wrapper(capture):
-            claimed = get_store().claim(
-                engine="default",
-                worker_id="w",
-                limit=64,
-                now=now,
-                leased_until=now + timedelta(seconds=30),
-            )
+            claimed = claim("w", limit=64, now=now)
         assert len(claimed) == 20
         [(sql, params)] = [(s, p) for s, p in sent if "FOR UPDATE SKIP LOCKED" in s]
 

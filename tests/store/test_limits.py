@@ -15,6 +15,7 @@ from django_jobs.registry import unregister
 from django_jobs.store import get_store
 from django_jobs.testing import run_until_idle
 from testproject.jobs import noop
+from tests.conftest import claim_request
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 
@@ -33,15 +34,8 @@ def test_a_bad_rate_fails_at_decoration():
 
 
 def claim(worker: str, limit: int = 10):
-    now = T0
-    return claim_within_limits(
-        get_store(),
-        engine=None,
-        worker_id=worker,
-        limit=limit,
-        now=now,
-        leased_until=now + timedelta(minutes=1),
-    )
+    request = claim_request(worker, limit=limit, engine=None, now=T0)
+    return claim_within_limits(get_store(), request)
 
 
 def running() -> int:

@@ -11,13 +11,14 @@ from django.db import connection, transaction
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
-from django_jobs import Retry, clock, emit, job, resolve, retry
+from django_jobs import Retry, emit, job, resolve, retry
 from django_jobs.engine.context import JobContext, LiveState
 from django_jobs.models import Job, JobStep
 from django_jobs.registry import unregister
 from django_jobs.store import get_store
 from django_jobs.testing import run_until_idle
 from testproject.models import Execution
+from tests.conftest import claim
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -286,7 +287,6 @@ class CrashReplayProperty(StepKinds):
 
         from django_jobs import clock as jclock
         from django_jobs.engine.executor import Executor
-        from django_jobs.store import get_store
 
         class Crash(SystemExit):
             """Stands for the process dying mid-activity: nothing after it is recorded."""
@@ -338,13 +338,7 @@ class CrashReplayProperty(StepKinds):
                 job_ = handle.enqueue({})
                 for _ in range(60):
                     now = jclock.now()
-                    claimed = store.claim(
-                        engine=None,
-                        worker_id="prop",
-                        limit=1,
-                        now=now,
-                        leased_until=now + timedelta(seconds=30),
-                    )
+                    claimed = claim("prop", engine=None, now=now)
                     if not claimed:
                         clock.shift(timedelta(minutes=1))
                         store.rescue(engine=None, now=jclock.now(), error="lease ran out")
@@ -374,14 +368,7 @@ class OneWriteTests(StepKinds):
     def claimed(self, runner=None):
         handle = self.define("unit.one_write", runner or (lambda ctx: None))
         handle.enqueue({})
-        now = clock.now()
-        [row] = get_store().claim(
-            engine="default",
-            worker_id="w-1",
-            limit=1,
-            now=now,
-            leased_until=now + timedelta(seconds=30),
-        )
+        [row] = claim("w-1")
         return JobContext(row, row.payload, LiveState(row))
 
     def test_a_first_run_writes_each_plain_step_in_one_statement(self):

@@ -24,6 +24,7 @@ from django_jobs.models import Job, JobStep
 from django_jobs.registry import unregister
 from django_jobs.serialize import job_json
 from django_jobs.testing import run_until_idle
+from tests.conftest import claim
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -402,13 +403,7 @@ class EndPathTests(WorkflowKinds):
         with time_machine.travel(T0, tick=False) as traveller:
             parent = self.fan_out_kind(child=child, count=1).enqueue({})
             run_until_idle(max_jobs=1)  # the parent spawns and waits
-            claimed = store.claim(
-                engine=None,
-                worker_id="dead-worker",
-                limit=1,
-                now=clock.now(),
-                leased_until=clock.now() + timedelta(seconds=30),
-            )
+            claimed = claim("dead-worker", engine=None)
             assert [j.parent_id for j in claimed] == [parent.pk]
             traveller.move_to(T0 + timedelta(minutes=5))  # its worker died: the lease ran out
             rescued = store.rescue(engine=None, now=clock.now(), error="lease ran out")
