@@ -126,32 +126,43 @@ def test_the_test_project_makes_its_own_key_with_debug_off(tmp_path):
 # --- the file-driven test clock (DJANGO_JOBS_TEST_CLOCK) ----------------------------------------
 
 
-def test_the_test_clock_reads_the_file_while_debug_is_on(tmp_path, monkeypatch):
+@pytest.fixture
+def clock_file(tmp_path, monkeypatch):
+    """The clock file named by DJANGO_JOBS_TEST_CLOCK in this process, and the real clock
+    back afterwards whatever the test did (the variable is read once, at import)."""
+    from django_jobs import clock
+
+    path = tmp_path / "clock"
+    monkeypatch.setenv(clock.TEST_CLOCK_ENV, str(path))
+    clock.read_environment()
+    yield path
+    monkeypatch.delenv(clock.TEST_CLOCK_ENV, raising=False)
+    clock.read_environment()
+
+
+def test_the_test_clock_reads_the_file_while_debug_is_on(clock_file, monkeypatch):
     from datetime import UTC, datetime, timedelta
 
     from django_jobs import clock
 
-    path = tmp_path / "clock"
     instant = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
-    clock.set_file(path, instant)
-    monkeypatch.setenv(clock.TEST_CLOCK_ENV, str(path))
+    clock.set_file(clock_file, instant)
     with override_settings(DEBUG=True):
         assert clock.now() == instant
-        clock.set_file(path, instant + timedelta(minutes=1))
+        clock.set_file(clock_file, instant + timedelta(minutes=1))
         assert clock.now() == instant + timedelta(minutes=1)
         assert check_test_clock() == []
     monkeypatch.delenv(clock.TEST_CLOCK_ENV)
+    clock.read_environment()
     assert abs(clock.now() - datetime.now(UTC)) < timedelta(minutes=1)  # off: the real clock
 
 
-def test_the_test_clock_is_refused_with_debug_off(tmp_path, monkeypatch):
+def test_the_test_clock_is_refused_with_debug_off(clock_file):
     from django.core.exceptions import ImproperlyConfigured
 
     from django_jobs import clock
 
-    path = tmp_path / "clock"
-    path.write_text("2026-06-01T12:00:30+00:00")
-    monkeypatch.setenv(clock.TEST_CLOCK_ENV, str(path))
+    clock_file.write_text("2026-06-01T12:00:30+00:00")
     with override_settings(DEBUG=False):
         with pytest.raises(ImproperlyConfigured, match="DEBUG is off"):
             clock.now()
