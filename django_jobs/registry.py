@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .conf import jobs_settings
@@ -48,8 +49,9 @@ class JobHandle:
     on: str | None = None
     rate: str | None = None
 
-    @property
+    @cached_property
     def is_async(self) -> bool:
+        # Asked for every run; ``iscoroutinefunction`` unwraps the function each time.
         return inspect.iscoroutinefunction(self.func)
 
     # -- admission ----------------------------------------------------------------------------
