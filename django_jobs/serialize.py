@@ -335,13 +335,48 @@ def json_instant(value: datetime | None) -> str:
 _last_instant: tuple[datetime | None, str] = (None, "null")
 
 
+#: Column types whose JSON the generated encoder writes without ``json_value``'s dispatch: a
+#: non-null string column is one C call (``encode_basestring_ascii``), an integer its ``repr``,
+#: a boolean a choice of two words.
+_STRINGS = (JsonType.STRING, JsonType.JOB_STATE, JsonType.STEP_STATE)
+
+
+def _column_json(field: JobField, expr: str, slot: str) -> str:
+    """The f-string expression writing ``expr`` (a column of the job) as ``field`` declares
+    it. Only columns are written by type: a function's value (progress, error, children)
+    is whatever it returns, so it goes through ``_value``."""
+    if field.instant:
+        return f"_instant({expr})"
+    if field.type in _STRINGS:
+        written = f"_text({slot})"
+    elif field.type is JsonType.INTEGER:
+        written = f"_int({slot})"
+    elif field.type is JsonType.BOOLEAN:
+        written = f'("true" if {slot} else "false")'
+    else:
+        return f"_value({expr})"
+    if not field.null:
+        return written.replace(slot, expr)
+    # Double quotes: the text is one f'...' string, and Python 3.11 allows no nested '.
+    return f'("null" if ({slot} := {expr}) is None else {written})'
+
+
 def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[[Job], str]:
     """A function ``job -> text`` equal to ``encode(job_json(job, payload=False))``.
 
     Generated from ``fields`` as one f-string (the fastest way to build the text in Python):
-    no dict, no encoder walk. A property test holds it equal to the dict's encoding.
+    no dict, no encoder walk; a column is written as its declared type says
+    (``_column_json``). A property test holds it equal to the dict's encoding. Writing
+    columns by type instead of through ``json_value`` took a queued job's text from 3.0 to
+    2.4 us (``timeit``), and a job has three texts (job.created, job.started, its end):
+    ``enqueue_many`` with live events on went from 18.1 to 17.6 us of CPU per job.
     """
-    namespace: dict[str, Any] = {"_value": json_value, "_instant": json_instant}
+    namespace: dict[str, Any] = {
+        "_value": json_value,
+        "_instant": json_instant,
+        "_text": encode_basestring_ascii,
+        "_int": int.__repr__,
+    }
 
     def object_source(parts: tuple[JobField, ...], prefix: str) -> str:
         pieces = []
@@ -351,12 +386,11 @@ def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[
                 pieces.append(key + object_source(field.parts, f"{prefix}{n}_"))
                 continue
             if isinstance(field.source, str):
-                expr = f"job.{field.source}"
+                expr = _column_json(field, f"job.{field.source}", f"_v{prefix}{n}")
             else:
                 namespace[f"{prefix}{n}"] = field.source
-                expr = f"{prefix}{n}(job)"
-            writer = "_instant" if field.instant else "_value"
-            pieces.append(f"{key}{{{writer}({expr})}}")
+                expr = f"_value({prefix}{n}(job))"
+            pieces.append(f"{key}{{{expr}}}")
         return "{{" + ",".join(pieces) + "}}"
 
     source = f"def job_text(job):\n    return f'{object_source(fields, '_f')}'\n"
