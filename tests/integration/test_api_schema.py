@@ -24,7 +24,7 @@ from django_jobs.api import serializers as api_serializers
 from django_jobs.models import Schedule
 from django_jobs.observability.stats import queue_stats
 from django_jobs.registry import lookup
-from django_jobs.serialize import job_detail_json, job_json
+from django_jobs.serialize import JobField, JsonType, job_detail_json, job_json
 from django_jobs.testing import run_until_idle
 
 SCHEMA_URL = "/api/jobs/schema/?format=json"
@@ -45,6 +45,14 @@ def test_job_json_matches_the_documented_shape(api_users):
     assert set(detail["steps"][0]) == _fields(api_serializers.StepSerializer)
     progress = api_serializers.JobSerializer().fields["progress"]
     assert set(detail["progress"]) == set(progress.fields)
+
+
+@pytest.mark.parametrize("json_type", [t for t in JsonType if t is not JsonType.OBJECT])
+def test_every_json_type_of_the_job_json_has_its_schema_field(json_type):
+    # The response serializers are made from serialize's field lists: a type added there
+    # without a serializer field would break the schema only once a field used it.
+    field = api_serializers.api_field(JobField("x", "x", json_type, null=True, help="h"))
+    assert field.read_only and field.allow_null and field.help_text == "h"
 
 
 def test_describe_and_stats_match_the_documented_shape(api_users):

@@ -155,6 +155,8 @@ errors_with_tracebacks = st.builds(
             "ended_at": instants,
             "timestamps_derived": st.booleans(),
             "idempotency_key": st.none() | st.text(),
+            "engine": st.text(),
+            "parent_id": st.none() | st.integers(1, 2**62),
         }
     ),
     progress=st.none()
