@@ -208,6 +208,14 @@ class ClaimPlanTests(TestCase):
     def setUp(self) -> None:
         skip_unless_postgres()
 
+    def forget_the_ended_rows(self, table: str) -> None:
+        # ANALYZE writes the table's row estimate in place: the test's rollback would keep
+        # the million, and the admin's job list shows that estimate instead of a count in
+        # every later test. Deleted and analyzed again in this transaction, it is small.
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {table} WHERE kind = 'old.job'")
+            cursor.execute(f"ANALYZE {table}")
+
     def test_the_claim_uses_the_claim_index_with_a_million_ended_rows(self):
         table = Job._meta.db_table
         with connection.cursor() as cursor:
@@ -223,6 +231,7 @@ class ClaimPlanTests(TestCase):
                 [self.ENDED],
             )
             cursor.execute(f"ANALYZE {table}")
+        self.addCleanup(self.forget_the_ended_rows, table)
         noop.enqueue_many([{"due": i} for i in range(20)])
 
         # The store's own statement, as it sends it.
