@@ -174,27 +174,25 @@ class JobField:
         return _iso(raw) if self.instant else raw
 
 
-_INT, _NUM, _BOOL, _AT = JsonType.INTEGER, JsonType.NUMBER, JsonType.BOOLEAN, JsonType.INSTANT
-
 #: The job JSON, in order (SPEC §7), without the body (``BODY_FIELDS``) and ``deduped``, which
 #: ``job_json`` adds where they belong. A field without a type is a string.
 JOB_FIELDS: tuple[JobField, ...] = (
-    JobField("id", "pk", _INT),
+    JobField("id", "pk", JsonType.INTEGER),
     JobField("kind", "kind"),
     JobField("queue", "queue"),
     JobField("engine", "engine"),
     JobField("state", "state", JsonType.JOB_STATE),
     JobField("owner", "owner_id", JsonType.OWNER, null=True),
     JobField("tenant", "tenant", null=True),
-    JobField("priority", "priority", _INT),
-    JobField("attempts", "attempts", _INT),
-    JobField("max_attempts", "max_attempts", _INT),
+    JobField("priority", "priority", JsonType.INTEGER),
+    JobField("attempts", "attempts", JsonType.INTEGER),
+    JobField("max_attempts", "max_attempts", JsonType.INTEGER),
     JobField(
         "progress",
         type=JsonType.OBJECT,
         parts=(
             JobField("stage", _progress("stage"), null=True),
-            JobField("percent", _progress("percent"), _NUM, null=True),
+            JobField("percent", _progress("percent"), JsonType.NUMBER, null=True),
         ),
     ),
     JobField(
@@ -205,14 +203,18 @@ JOB_FIELDS: tuple[JobField, ...] = (
         member_hint=TRACEBACK_MARKER.strip(),
     ),
     JobField("wait_reason", _wait_reason, null=True),
-    JobField("run_at", "run_at", _AT, null=True),
-    JobField("created_at", "created_at", _AT, null=True),
-    JobField("started_at", "started_at", _AT, null=True),
-    JobField("ended_at", "ended_at", _AT, null=True),
-    JobField("timestamps_derived", "timestamps_derived", _BOOL),
+    JobField("run_at", "run_at", JsonType.INSTANT, null=True),
+    JobField("created_at", "created_at", JsonType.INSTANT, null=True),
+    JobField("started_at", "started_at", JsonType.INSTANT, null=True),
+    JobField("ended_at", "ended_at", JsonType.INSTANT, null=True),
+    JobField("timestamps_derived", "timestamps_derived", JsonType.BOOLEAN),
     JobField("idempotency_key", "idempotency_key", null=True),
     JobField(
-        "parent", "parent_id", _INT, null=True, help="The job that spawned this one, or null."
+        "parent",
+        "parent_id",
+        JsonType.INTEGER,
+        null=True,
+        help="The job that spawned this one, or null.",
     ),
     JobField(
         "children",
@@ -233,9 +235,9 @@ BODY_FIELDS: tuple[JobField, ...] = (
 STEP_FIELDS: tuple[JobField, ...] = (
     JobField("name", "name"),
     JobField("state", "state", JsonType.STEP_STATE),
-    JobField("attempts", "attempts", _INT),
-    JobField("started_at", "started_at", _AT, null=True),
-    JobField("ended_at", "ended_at", _AT, null=True),
+    JobField("attempts", "attempts", JsonType.INTEGER),
+    JobField("started_at", "started_at", JsonType.INSTANT, null=True),
+    JobField("ended_at", "ended_at", JsonType.INSTANT, null=True),
     JobField("error", "error", null=True),
 )
 
@@ -343,22 +345,23 @@ _STRINGS = (JsonType.STRING, JsonType.JOB_STATE, JsonType.STEP_STATE)
 
 def _column_json(field: JobField, expr: str, slot: str) -> str:
     """The f-string expression writing ``expr`` (a column of the job) as ``field`` declares
-    it. Only columns are written by type: a function's value (progress, error, children)
-    is whatever it returns, so it goes through ``_value``."""
+    it; a nullable column is first bound to ``slot``. Only columns are written by type: a
+    function's value (progress, error, children) is whatever it returns, so it goes through
+    ``_value``."""
     if field.instant:
         return f"_instant({expr})"
     if field.type in _STRINGS:
-        written = f"_text({slot})"
+        write = "_text({})".format
     elif field.type is JsonType.INTEGER:
-        written = f"_int({slot})"
+        write = "_int({})".format
     elif field.type is JsonType.BOOLEAN:
-        written = f'("true" if {slot} else "false")'
+        write = '("true" if {} else "false")'.format
     else:
         return f"_value({expr})"
     if not field.null:
-        return written.replace(slot, expr)
+        return write(expr)
     # Double quotes: the text is one f'...' string, and Python 3.11 allows no nested '.
-    return f'("null" if ({slot} := {expr}) is None else {written})'
+    return f'("null" if ({slot} := {expr}) is None else {write(slot)})'
 
 
 def compile_text_encoder(fields: tuple[JobField, ...] = JOB_FIELDS) -> Callable[[Job], str]:
