@@ -63,8 +63,8 @@ READY = "runjobs: worker"
 FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers")
 #: Figures of the single-purpose modules, measured when ``--only`` names them (not by default:
 #: ``bench.memory`` alone enqueues and drains ten times ``--jobs``). ``phases`` and ``fanout``
-#: measure the engine alone, as their own commands do; ``--against`` runs them with the live
-#: events off.
+#: follow ``--live-events`` here; ``--against`` runs them with the live events off, as their own
+#: commands do.
 MODULE_FIGURES = ("phases", "fanout", "memory")
 
 

@@ -9,10 +9,13 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.db import connection
+
+if TYPE_CHECKING:
+    from django_jobs.store import Claim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +26,7 @@ def claim_request(
     limit: int = 1,
     engine: str | None = "default",
     now: datetime | None = None,
-) -> Any:
+) -> Claim:
     """A ``Claim`` of up to ``limit`` due jobs for ``worker_id``, leased for 30 s from
     ``now`` (the jobs' clock by default), as a worker's claim loop makes it."""
     from django_jobs import clock
