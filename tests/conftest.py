@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -165,6 +168,24 @@ def someone_listens() -> bool:
             "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %%' AND state = 'idle'"
         )
         return cursor.fetchone()[0] > 0
+
+
+@contextlib.contextmanager
+def exclusive(resource: str) -> Iterator[None]:
+    """Hold ``resource`` against the other test runs of this machine until the block ends.
+
+    `.ci/run` runs its test environments side by side. A test that stops a shared server (the
+    local Redis) or takes fixed addresses (the network namespaces' 10.213.0.0/16) would break
+    the same test of another environment running at that moment, so such tests take a lock
+    file named after the resource; everything else runs freely side by side.
+    """
+    path = Path(tempfile.gettempdir()) / f"django-jobs-tests-{resource}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def wait_until(predicate, timeout: float = 30, interval: float = 0.02, message: str = ""):

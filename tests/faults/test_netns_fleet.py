@@ -20,7 +20,7 @@ from bench.netns import Hosts, available
 from django_jobs.models import Job
 from testproject.jobs import record
 from testproject.models import Execution
-from tests.conftest import wait_until
+from tests.conftest import exclusive, wait_until
 
 from .fleet import states
 
@@ -39,7 +39,7 @@ def test_workers_in_network_namespaces_drain_the_queue_together(
     why = available()
     if why is not None:
         pytest.skip(why)
-    with Hosts(workers) as hosts:
+    with exclusive("netns"), Hosts(workers) as hosts:  # fixed addresses: one run at a time
         procs = [
             spawn(
                 "runjobs",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from django_jobs.models import Job, JobEventRecord
-from tests.conftest import SSEClient, session_cookie, wait_until
+from tests.conftest import SSEClient, exclusive, session_cookie, wait_until
 from tests.integration.test_events_live import WSClient, check_counted_to_100, ended, of, row_ids
 
 pytestmark = pytest.mark.process
@@ -50,17 +50,19 @@ def start_redis() -> None:
 
 @pytest.fixture
 def redis_server():
-    """The Redis at 127.0.0.1:6379, running before the test and after it, whatever happens."""
+    """The Redis at 127.0.0.1:6379, running before the test and after it, whatever happens,
+    and used by no other test run of this machine meanwhile."""
     pytest.importorskip("channels_redis")
-    if not redis_up():
-        if shutil.which("redis-server") is None:
-            pytest.skip("needs Redis at 127.0.0.1:6379 (redis-server is not installed)")
-        start_redis()
-    try:
-        yield
-    finally:
+    with exclusive("redis"):  # a test here stops the server another environment may be using
         if not redis_up():
+            if shutil.which("redis-server") is None:
+                pytest.skip("needs Redis at 127.0.0.1:6379 (redis-server is not installed)")
             start_redis()
+        try:
+            yield
+        finally:
+            if not redis_up():
+                start_redis()
 
 
 def once(events: list[dict]) -> list[dict]:
