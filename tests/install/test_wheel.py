@@ -70,7 +70,8 @@ def test_the_installed_package_imports_outside_the_source_tree(installed: Venv, 
     # SQLite users need no PostgreSQL driver: none is installed, and none was needed above.
     missing = installed.run([installed.python, "-c", "import psycopg"], cwd=tmp_path, check=False)
     assert "No module named 'psycopg'" in missing.stderr
-    assert installed.seconds < 120, f"making the environment took {installed.seconds:.0f}s"
+    # About 15 s on a quiet machine with pip's cache; far more means pip builds something.
+    assert installed.seconds < 180, f"making the environment took {installed.seconds:.0f}s"
 
 
 def test_the_mcp_server_reports_the_package_version():
