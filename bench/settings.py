@@ -21,6 +21,6 @@ DATABASES = {"default": {**DATABASES["default"], "OPTIONS": {}}}
 
 # As in production: no query log on every cursor (DEBUG keeps each SQL string in memory).
 DEBUG = False
-# With DEBUG off, django_jobs.E010 refuses the test project's public key. The benchmark signs
+# With DEBUG off, check --deploy (django_jobs.W010) warns of the public key. The benchmark signs
 # nothing that outlives a process, so each process may have its own.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or get_random_secret_key()

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import Warning as CheckWarning
 from django.db import connections
 from django.utils.module_loading import import_string
 
@@ -184,13 +185,17 @@ def _is_known_insecure(key: Any) -> bool:
     )
 
 
-@register(Tags.security)
+@register(Tags.security, deploy=True)
 def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """A known, public ``SECRET_KEY`` with ``DEBUG`` off is an error, not a deploy warning.
+    """A known, public ``SECRET_KEY`` with ``DEBUG`` off: ``django_jobs.W010``, under
+    ``check --deploy`` as Django's own security checks are.
 
     Job owners and operators are told apart by the session, which the key signs: with a public
-    key, anyone can make themselves an operator. Django's own ``security.W009`` only warns, and
-    only under ``check --deploy``. With ``DEBUG`` on (local work, the demo) it is allowed.
+    key, anyone can make themselves an operator. Django's ``security.W009`` warns about a short
+    or ``django-insecure-`` key; this one also knows the demo's key and looks at
+    ``SECRET_KEY_FALLBACKS``. It is a deploy check, not an error of every command: Django's test
+    runner turns ``DEBUG`` off, and a new project's ``manage.py test`` must run with the key
+    ``startproject`` wrote. With ``DEBUG`` on (local work, the demo) it says nothing.
     """
     if settings.DEBUG:
         return []
@@ -202,14 +207,14 @@ def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
     if not names:
         return []
     return [
-        Error(
+        CheckWarning(
             f"{' and '.join(names)} holds a publicly known key (the django_jobs demo's, or one "
             f"starting with {INSECURE_SECRET_KEY_PREFIX!r} from startproject) while DEBUG is off: "
             "anyone could sign session cookies and act as an operator.",
             hint="Set a new, secret SECRET_KEY (e.g. from the environment; make one with "
             "django.core.management.utils.get_random_secret_key()) and drop the public one "
             "from SECRET_KEY_FALLBACKS; or turn DEBUG on for local use.",
-            id="django_jobs.E010",
+            id="django_jobs.W010",
         )
     ]
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
-from . import cli, operations
+from . import __version__, cli, operations
 from .exceptions import JobsError
 from .observability.stats import queue_stats
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = (
     "`manage.py jobs mcp` needs the official MCP SDK, which is not installed: "
-    'pip install "django-jobs[mcp]" (or pip install mcp), then run it again.'
+    'pip install "django-durable-jobs[mcp]" (or pip install mcp), then run it again.'
 )
 INSTRUCTIONS = (
     "Introspection of a django_jobs queue: counts per queue and state (inspect_queues), jobs "
@@ -65,7 +65,9 @@ def build_server(*, allow_actions: bool = False) -> MCPServer:
     except ImportError as exc:
         raise McpMissing(INSTALL_HINT) from exc
 
-    server = MCPServer("django-jobs", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer(
+        "django-jobs", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     acting = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     for fn in READ_TOOLS:

@@ -37,8 +37,9 @@ def local_secret_key(path: Path) -> str:
 
 
 # DJANGO_SECRET_KEY wins. Otherwise, with DEBUG on (the demo, the tests) a fixed key that is
-# public, so known to be insecure; with DEBUG off, where django_jobs.E010 refuses that key, a
-# key of this checkout's own (DJANGO_SECRET_KEY_FILE, default .secret_key beside manage.py).
+# public, so known to be insecure; with DEBUG off, where `check --deploy` warns of that key
+# (django_jobs.W010), a key of this checkout's own (DJANGO_SECRET_KEY_FILE, default .secret_key
+# beside manage.py).
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
     "django-jobs-demo-not-secret"
     if DEBUG

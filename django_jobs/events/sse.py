@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.conf import settings
+from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django_eventstream.channelmanager import DefaultChannelManager
@@ -114,6 +116,25 @@ def invalid(errors: dict[str, list[str]]) -> HttpResponse:
     )
 
 
+def needs_asgi() -> HttpResponse:
+    """501 for a stream asked of a WSGI server (SPEC §8): it would hold a worker thread and
+    send nothing. The message names the project's ASGI application as ``startproject`` makes
+    it (``mysite.asgi.application`` beside ``WSGI_APPLICATION``'s ``mysite.wsgi.application``)."""
+    wsgi = getattr(settings, "WSGI_APPLICATION", None) or ""
+    project = wsgi.removesuffix(".wsgi.application") if wsgi.endswith(".wsgi.application") else ""
+    module = f"{project or 'mysite'}.asgi"
+    return JsonResponse(
+        {
+            "code": "ASGI_REQUIRED",
+            "message": "Live events need an ASGI server, and this request came through WSGI. "
+            f"Serve the project with daphne or uvicorn (daphne {module}:application), or, for "
+            'runserver, put "daphne" first in INSTALLED_APPS and set '
+            f'ASGI_APPLICATION = "{module}.application".',
+        },
+        status=501,
+    )
+
+
 def events(request: HttpRequest) -> HttpResponseBase:
     """``GET events/``: the caller's live job events as Server-Sent Events (SPEC §8)."""
     if request.method != "GET":
@@ -131,6 +152,8 @@ def events(request: HttpRequest) -> HttpResponseBase:
         after = last_event_id(request)
     except InvalidStreamRequest as exc:
         return invalid(exc.errors)
+    if isinstance(request, WSGIRequest):  # a WSGI server: a stream would hang, say why instead
+        return needs_asgi()
     channel = channel_for_user(user)
     assert channel is not None
     if sse_uses_redis():

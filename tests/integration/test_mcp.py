@@ -249,5 +249,5 @@ def test_without_the_mcp_package_it_says_how_to_install_it(tmp_path):
     )
     assert done.returncode == 1
     assert done.stdout == ""
-    assert 'pip install "django-jobs[mcp]"' in done.stderr
+    assert 'pip install "django-durable-jobs[mcp]"' in done.stderr
     assert "Traceback" not in done.stderr

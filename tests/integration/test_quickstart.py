@@ -84,7 +84,7 @@ def test_live_events_and_their_replay_without_any_eventstream_setting(
 
 def test_the_system_checks_have_nothing_to_say_about_django_jobs(worker_env):
     # Deployed with DEBUG off, the project has a secret key of its own (the servers above share
-    # the test process's public one so its sessions work; E010 rightly refuses that one).
+    # the test process's public one so its sessions work; W010 rightly warns of that one).
     deployed = {**worker_env, **QUICKSTART, "DJANGO_SECRET_KEY": get_random_secret_key()}
     checked = subprocess.run(
         [sys.executable, "-m", "django", "check"],

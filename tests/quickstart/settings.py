@@ -61,6 +61,7 @@ DATABASES = {"default": _database()}
 
 # --- the README's quick start ---------------------------------------------------------------
 INSTALLED_APPS = [
+    "daphne",  # first: runserver serves ASGI
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -63,10 +63,10 @@ def secret_key_errors(**overrides):
 
 
 @pytest.mark.parametrize("key", [DEMO_KEY, STARTPROJECT_KEY])
-def test_a_known_insecure_secret_key_is_an_error_when_debug_is_off(key):
+def test_a_known_insecure_secret_key_is_a_deploy_warning_when_debug_is_off(key):
     [error] = secret_key_errors(DEBUG=False, SECRET_KEY=key)
-    assert error.id == "django_jobs.E010"
-    assert error.level == checks.ERROR
+    assert error.id == "django_jobs.W010"
+    assert error.level == checks.WARNING
     assert "SECRET_KEY" in error.msg and "get_random_secret_key" in error.hint
     assert key not in error.msg + error.hint  # never echo the key
 
@@ -80,15 +80,15 @@ def test_a_random_secret_key_passes_with_debug_off():
     assert secret_key_errors(DEBUG=False, SECRET_KEY=RANDOM_KEY) == []
 
 
-def test_a_known_insecure_fallback_key_is_an_error_too():
+def test_a_known_insecure_fallback_key_is_warned_about_too():
     # Django still accepts signatures made with a fallback key: a public one lets anyone sign.
     [error] = secret_key_errors(
         DEBUG=False, SECRET_KEY=RANDOM_KEY, SECRET_KEY_FALLBACKS=[RANDOM_KEY[::-1], DEMO_KEY]
     )
-    assert error.id == "django_jobs.E010" and "SECRET_KEY_FALLBACKS" in error.msg
+    assert error.id == "django_jobs.W010" and "SECRET_KEY_FALLBACKS" in error.msg
 
 
-def manage_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def manage_check(tmp_path: Path, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_"))}
     base.update(
         DJANGO_SETTINGS_MODULE="testproject.settings",
@@ -97,7 +97,7 @@ def manage_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]
         **env,
     )
     return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "check"],
+        [sys.executable, str(ROOT / "manage.py"), "check", *flags],
         env={k: v for k, v in base.items() if v != ""},
         capture_output=True,
         text=True,
@@ -107,9 +107,22 @@ def manage_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]
 
 
 def test_the_test_project_refuses_its_public_key_with_debug_off(tmp_path):
-    done = manage_check(tmp_path, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=DEMO_KEY)
+    deploy = ("--deploy", "--fail-level", "WARNING")
+    done = manage_check(tmp_path, *deploy, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=DEMO_KEY)
     assert done.returncode != 0
-    assert "django_jobs.E010" in done.stderr
+    assert "django_jobs.W010" in done.stderr
+
+
+def test_the_public_key_check_is_for_deploys_only():
+    """Like Django's own security checks, W010 runs under ``check --deploy`` only: the test
+    runner turns DEBUG off, and a new project's ``manage.py test`` runs with the
+    ``django-insecure-`` key that ``startproject`` wrote."""
+    with override_settings(DEBUG=False, SECRET_KEY=STARTPROJECT_KEY):
+        security = [checks.Tags.security]
+        assert "django_jobs.W010" not in {m.id for m in checks.run_checks(tags=security)}
+        deploy = checks.run_checks(tags=security, include_deployment_checks=True)
+        assert "django_jobs.W010" in {m.id for m in deploy}
+        assert all(m.level < checks.ERROR for m in deploy if m.id.startswith("django_jobs.W"))
 
 
 def test_the_test_project_makes_its_own_key_with_debug_off(tmp_path):
