@@ -6,7 +6,8 @@ Run it through ``scripts/demo``, which creates the virtual environment first::
     ./scripts/demo --smoke [--timeout 120]
 
 The demo migrates the database, creates two users, enqueues a few ``demo.render`` and
-``demo.hello`` jobs, then runs ``manage.py runjobs`` and ``manage.py runserver`` (ASGI, through
+``demo.hello`` jobs and a ``demo.publish`` workflow (a parent job that spawns a render per size
+and gathers them), then runs ``manage.py runjobs`` and ``manage.py runserver`` (ASGI, through
 daphne) until Ctrl-C. The users are the two roles of the app:
 
 - ``demo`` (password ``demo``), a member: the page at ``/`` shows their own jobs, live;
@@ -52,6 +53,11 @@ OPS_PASSWORD = "ops"
 OVERVIEW_PATH = "/admin/django_jobs/job/overview/"
 # (video, frames): about 0.15 s a frame, so the progress bars move for a while after start.
 DEMO_VIDEOS = [("intro", 80), ("trailer", 160), ("credits", 240)]
+# A ``demo.publish`` workflow: one ``demo.render`` child per size (frames), then gathered.
+DEMO_WORKFLOW_VIDEO = "launch"
+DEMO_SIZES = [20, 40, 60]
+#: The demo's settings: the test project's without the test suite's job kinds.
+SETTINGS = "testproject.demo_settings"
 
 
 class DemoError(Exception):
@@ -183,14 +189,21 @@ def prepare_database(enqueue_demo_jobs: bool) -> None:
     )
 
     if enqueue_demo_jobs:
-        from testproject.jobs import hello, render
-
-        jobs = [render.as_user(user, {"video": v, "frames": n}) for v, n in DEMO_VIDEOS]
-        jobs.append(hello.as_user(user, "demo"))
-        for job in jobs:
+        for job in enqueue_jobs(user):
             note = " (already queued)" if job.deduped else ""
             say(f"enqueued {job.kind} #{job.pk}{note}")
     connections.close_all()
+
+
+def enqueue_jobs(user: Any) -> list[Any]:
+    """The demo's first jobs, owned by ``user``: renders, a greeting, and a workflow whose
+    parent spawns a render per size (its page and its children's pages link to each other)."""
+    from testproject.demo.jobs import hello, publish, render
+
+    jobs = [render.as_user(user, {"video": v, "frames": n}) for v, n in DEMO_VIDEOS]
+    jobs.append(hello.as_user(user, "demo"))
+    jobs.append(publish.as_user(user, {"video": DEMO_WORKFLOW_VIDEO, "sizes": DEMO_SIZES}))
+    return jobs
 
 
 def ensure_user(username: str, password: str) -> Any:
@@ -450,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
+    env["DJANGO_SETTINGS_MODULE"] = SETTINGS
     env["PYTHONUNBUFFERED"] = "1"
     tmp: str | None = None
     if args.smoke:
