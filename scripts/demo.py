@@ -17,8 +17,10 @@ daphne) until Ctrl-C. The users are the two roles of the app:
 
 ``--smoke`` checks the same path end to end on a throw-away SQLite file and a free port: it
 starts the worker and the web server, signs in as the demo user, submits one job through the
-page's endpoint, polls ``/demo/jobs.json`` until the job has succeeded, then signs in as the
-operator and loads the admin's queue overview and that job's admin page (its steps and log).
+page's endpoint (and a body it refuses with a 400), polls ``/demo/jobs.json`` until the job has
+succeeded, checks that a member gets the admin's operators-only page, then signs in as the
+operator and loads the admin's queue overview, the kinds (the demo's only) and that job's
+admin page (its steps and log).
 It stops both processes with SIGTERM and exits 0; anything else exits 1 with what went wrong
 and the processes' logs.
 """
@@ -386,6 +388,9 @@ def run_smoke(args: argparse.Namespace, env: dict[str, str]) -> int:
         if status != 201 or job.get("kind") != "demo.render":
             raise DemoError(f"POST /demo/submit/ returned {status}: {job}")
         say(f"submitted {job['kind']} #{job['id']} ({video})")
+        status, refused = browser.json("/demo/submit/", ["not", "an object"])
+        if status != 400 or refused.get("code") != "INVALID":
+            raise DemoError(f"POST /demo/submit/ of a JSON list returned {status}: {refused}")
 
         def finished() -> dict[str, Any] | None:
             _, data = browser.json("/demo/jobs.json")
@@ -420,15 +425,21 @@ def check_admin(base: str, job_id: int, video: str) -> None:
     """Sign in as the operator; load the queue overview and the job's admin page."""
     member = Browser(base)
     member.login(DEMO_USER, DEMO_PASSWORD)
-    status, _, _ = member.request(OVERVIEW_PATH)
-    if status != 403:
-        raise DemoError(f"a member opened {OVERVIEW_PATH}: HTTP {status}, not 403.")
+    status, _, refusal = member.request(OVERVIEW_PATH)
+    if status != 403 or "Sign in as an operator" not in refusal:
+        raise DemoError(
+            f"a member opened {OVERVIEW_PATH}: HTTP {status}, not 403 with the admin's page."
+        )
     ops = Browser(base)
     ops.login(OPS_USER, OPS_PASSWORD)
     say(f"signed in as {OPS_USER!r}")
     ops.page("/", f'href="{OVERVIEW_PATH}"')
     ops.page(OVERVIEW_PATH, "Queue overview", 'id="djj-queues"', 'data-queue="default"')
     say(f"{OVERVIEW_PATH} shows the queues")
+    _, kinds = ops.json("/api/jobs/kinds/")
+    foreign = [k["kind"] for k in kinds if not k["kind"].startswith(("demo.", "django.tasks"))]
+    if foreign:
+        raise DemoError(f"the demo registers kinds that are not the demo's: {foreign}")
     page = f"/admin/django_jobs/job/{job_id}/change/"
     ops.page(
         page,
