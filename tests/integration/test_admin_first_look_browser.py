@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from django_jobs import operations
-from django_jobs.models import Job
+from django_jobs.models import Job, JobStep
 from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
     ARTIFACTS,
     operator,
@@ -99,6 +99,19 @@ def wide_rows(django_user_model) -> None:
         )
     )
     Job.objects.bulk_create(rows)
+    task = Job.objects.get(kind="django.tasks")
+    JobStep.objects.create(
+        job=task,
+        name="error-1",
+        seq=1,
+        state="completed",
+        attempts=1,
+        value={
+            "exception_class_path": "builtins.LookupError",
+            "traceback": "Traceback (most recent call last):\nLookupError: 'gone'\n",
+            "at": now.isoformat(),
+        },
+    )
 
 
 def test_the_job_list_fits_a_1280_by_800_window(web, operator, page, django_user_model):
@@ -121,8 +134,18 @@ def test_the_job_list_fits_a_1280_by_800_window(web, operator, page, django_user
         )
     for title in ("ATTEMPTS", "CREATED", "ENDED"):
         assert page.get_by_role("columnheader", name=title).is_visible()
-    # The task's name is the row's label.
-    assert page.locator("#result_list >> text=testproject.tasks.introspect").count() == 1
+    # The task's name is the row's label; on its page, the failed attempt is a red step.
+    task = page.locator("#result_list .djj-task")
+    assert task.inner_text() == "testproject.tasks.introspect"
+    task.click()
+    page.wait_for_selector("#djj-steps")
+    heading = page.locator("#content h2").first.inner_text()
+    assert heading.startswith("testproject.tasks.introspect#")
+    badge = page.locator('tr[data-step="error-1"] .djj-badge')
+    assert badge.inner_text() == "failed"
+    assert badge.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(185, 28, 28)"
+    assert "LookupError" in page.locator('tr[data-step="error-1"] pre.djj-error').inner_text()
+    page.screenshot(path=str(ARTIFACTS / "task-job-1280x800.png"), full_page=True)
 
 
 def test_the_heading_and_the_breadcrumb_follow_a_retry_together(web, operator, page):
