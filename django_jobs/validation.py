@@ -74,6 +74,19 @@ def storable_json(value: Any, *, what: str) -> str:
     return text
 
 
+def parse_json(text: str, *, what: str) -> Any:
+    """JSON text typed by a person (a form field, an option), parsed and checked as
+    ``storable_json`` checks a value: ``InvalidPayload`` when it is nested deeper than
+    ``MAX_DEPTH`` (``json.loads`` alone would recurse to the interpreter's limit on it), holds
+    text no database stores, or is not JSON (``ValueError`` says where)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidPayload(_too_deep(what)) from None
+    check_json(value, what=what)
+    return value
+
+
 def payload_limit() -> int | None:
     """The most bytes a payload's stored JSON may take (``JOBS["MAX_PAYLOAD_BYTES"]``);
     ``None`` when payloads are not limited (the setting is ``None`` or 0)."""

@@ -6,7 +6,8 @@ Run it through ``scripts/demo``, which creates the virtual environment first::
     ./scripts/demo --smoke [--timeout 120]
 
 The demo migrates the database, creates two users, enqueues a few ``demo.render`` and
-``demo.hello`` jobs, then runs ``manage.py runjobs`` and ``manage.py runserver`` (ASGI, through
+``demo.hello`` jobs and a ``demo.publish`` workflow (a parent job that spawns a render per size
+and gathers them), then runs ``manage.py runjobs`` and ``manage.py runserver`` (ASGI, through
 daphne) until Ctrl-C. The users are the two roles of the app:
 
 - ``demo`` (password ``demo``), a member: the page at ``/`` shows their own jobs, live;
@@ -16,8 +17,10 @@ daphne) until Ctrl-C. The users are the two roles of the app:
 
 ``--smoke`` checks the same path end to end on a throw-away SQLite file and a free port: it
 starts the worker and the web server, signs in as the demo user, submits one job through the
-page's endpoint, polls ``/demo/jobs.json`` until the job has succeeded, then signs in as the
-operator and loads the admin's queue overview and that job's admin page (its steps and log).
+page's endpoint (and a body it refuses with a 400), polls ``/demo/jobs.json`` until the job has
+succeeded, checks that a member gets the admin's operators-only page, then signs in as the
+operator and loads the admin's queue overview, the kinds (the demo's only) and that job's
+admin page (its steps and log).
 It stops both processes with SIGTERM and exits 0; anything else exits 1 with what went wrong
 and the processes' logs.
 """
@@ -52,6 +55,11 @@ OPS_PASSWORD = "ops"
 OVERVIEW_PATH = "/admin/django_jobs/job/overview/"
 # (video, frames): about 0.15 s a frame, so the progress bars move for a while after start.
 DEMO_VIDEOS = [("intro", 80), ("trailer", 160), ("credits", 240)]
+# A ``demo.publish`` workflow: one ``demo.render`` child per size (frames), then gathered.
+DEMO_WORKFLOW_VIDEO = "launch"
+DEMO_SIZES = [20, 40, 60]
+#: The demo's settings: the test project's without the test suite's job kinds.
+SETTINGS = "testproject.demo_settings"
 
 
 class DemoError(Exception):
@@ -183,14 +191,21 @@ def prepare_database(enqueue_demo_jobs: bool) -> None:
     )
 
     if enqueue_demo_jobs:
-        from testproject.jobs import hello, render
-
-        jobs = [render.as_user(user, {"video": v, "frames": n}) for v, n in DEMO_VIDEOS]
-        jobs.append(hello.as_user(user, "demo"))
-        for job in jobs:
+        for job in enqueue_jobs(user):
             note = " (already queued)" if job.deduped else ""
             say(f"enqueued {job.kind} #{job.pk}{note}")
     connections.close_all()
+
+
+def enqueue_jobs(user: Any) -> list[Any]:
+    """The demo's first jobs, owned by ``user``: renders, a greeting, and a workflow whose
+    parent spawns a render per size (its page and its children's pages link to each other)."""
+    from testproject.demo.jobs import hello, publish, render
+
+    jobs = [render.as_user(user, {"video": v, "frames": n}) for v, n in DEMO_VIDEOS]
+    jobs.append(hello.as_user(user, "demo"))
+    jobs.append(publish.as_user(user, {"video": DEMO_WORKFLOW_VIDEO, "sizes": DEMO_SIZES}))
+    return jobs
 
 
 def ensure_user(username: str, password: str) -> Any:
@@ -373,6 +388,9 @@ def run_smoke(args: argparse.Namespace, env: dict[str, str]) -> int:
         if status != 201 or job.get("kind") != "demo.render":
             raise DemoError(f"POST /demo/submit/ returned {status}: {job}")
         say(f"submitted {job['kind']} #{job['id']} ({video})")
+        status, refused = browser.json("/demo/submit/", ["not", "an object"])
+        if status != 400 or refused.get("code") != "INVALID":
+            raise DemoError(f"POST /demo/submit/ of a JSON list returned {status}: {refused}")
 
         def finished() -> dict[str, Any] | None:
             _, data = browser.json("/demo/jobs.json")
@@ -407,15 +425,21 @@ def check_admin(base: str, job_id: int, video: str) -> None:
     """Sign in as the operator; load the queue overview and the job's admin page."""
     member = Browser(base)
     member.login(DEMO_USER, DEMO_PASSWORD)
-    status, _, _ = member.request(OVERVIEW_PATH)
-    if status != 403:
-        raise DemoError(f"a member opened {OVERVIEW_PATH}: HTTP {status}, not 403.")
+    status, _, refusal = member.request(OVERVIEW_PATH)
+    if status != 403 or "Sign in as an operator" not in refusal:
+        raise DemoError(
+            f"a member opened {OVERVIEW_PATH}: HTTP {status}, not 403 with the admin's page."
+        )
     ops = Browser(base)
     ops.login(OPS_USER, OPS_PASSWORD)
     say(f"signed in as {OPS_USER!r}")
     ops.page("/", f'href="{OVERVIEW_PATH}"')
     ops.page(OVERVIEW_PATH, "Queue overview", 'id="djj-queues"', 'data-queue="default"')
     say(f"{OVERVIEW_PATH} shows the queues")
+    _, kinds = ops.json("/api/jobs/kinds/")
+    foreign = [k["kind"] for k in kinds if not k["kind"].startswith(("demo.", "django.tasks"))]
+    if foreign:
+        raise DemoError(f"the demo registers kinds that are not the demo's: {foreign}")
     page = f"/admin/django_jobs/job/{job_id}/change/"
     ops.page(
         page,
@@ -450,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
+    env["DJANGO_SETTINGS_MODULE"] = SETTINGS
     env["PYTHONUNBUFFERED"] = "1"
     tmp: str | None = None
     if args.smoke:

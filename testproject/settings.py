@@ -60,7 +60,8 @@ INSTALLED_APPS = [
     "django_eventstream",
     "channels",
     "django_jobs",
-    "testproject",
+    "testproject.demo",  # the demo's kinds
+    "testproject",  # the test suite's kinds (jobs.py) and models; the demo leaves it out
 ]
 
 MIDDLEWARE = [
@@ -79,7 +80,8 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The project's templates, also for the demo, which leaves the testproject app out.
+        "DIRS": [BASE_DIR / "testproject" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

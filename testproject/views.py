@@ -16,11 +16,12 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
+from django_jobs.exceptions import InvalidPayload
 from django_jobs.models import Job
 from django_jobs.permissions import is_operator
 from django_jobs.serialize import job_json, view_for
 
-from .jobs import render as render_job
+from .demo.jobs import render as render_job
 
 
 @login_required
@@ -37,11 +38,60 @@ def jobs_json(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"results": [job_json(j, view=view, payload=False) for j in jobs]})
 
 
+#: The fields ``demo/submit/`` accepts.
+SUBMIT_FIELDS = ("video",)
+
+
+def bad_request(
+    code: str, message: str, errors: dict[str, list[str]] | None = None
+) -> JsonResponse:
+    """A 400 in the API's shape (``{"code", "message", "errors"?}``, docs/api.md)."""
+    body: dict[str, object] = {"code": code, "message": message}
+    if errors is not None:
+        body["errors"] = errors
+    return JsonResponse(body, status=400)
+
+
 @login_required
 @require_POST
 def submit(request: HttpRequest) -> JsonResponse:
-    body = json.loads(request.body or b"{}")
-    video = str(body.get("video") or f"clip-{uuid.uuid4().hex[:6]}")
-    job = render_job.as_user(request.user, {"video": video, "frames": 20})
+    """Submit a ``demo.render``: the body is ``{}`` or ``{"video": "name"}``."""
+    try:
+        body = json.loads(request.body or b"{}")
+    except RecursionError:
+        return bad_request(
+            "MALFORMED_BODY", 'The body is nested too deeply. Send {"video": "name"} or {}.'
+        )
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return bad_request(
+            "MALFORMED_BODY",
+            f"The body is not valid JSON ({exc}). "
+            'Send one JSON object: {"video": "name"} or {}.',
+        )
+    if not isinstance(body, dict):
+        return bad_request(
+            "INVALID",
+            f"The body is JSON {type(body).__name__}, not an object. "
+            'Send one JSON object: {"video": "name"} or {}.',
+        )
+    unknown = sorted(set(body) - set(SUBMIT_FIELDS))
+    if unknown:
+        accepted = ", ".join(SUBMIT_FIELDS)
+        return bad_request(
+            "INVALID",
+            "The request is invalid: fix the fields listed in errors and send it again.",
+            {name: [f"Unknown field: this request accepts only {accepted}."] for name in unknown},
+        )
+    video = body.get("video") or f"clip-{uuid.uuid4().hex[:6]}"
+    if not isinstance(video, str):
+        return bad_request(
+            "INVALID",
+            "The request is invalid: fix the fields listed in errors and send it again.",
+            {"video": ['A name is text, such as "intro".']},
+        )
+    try:
+        job = render_job.as_user(request.user, {"video": video, "frames": 20})
+    except InvalidPayload as exc:
+        return bad_request("INVALID_PAYLOAD", exc.message)
     view = view_for(request.user)
     return JsonResponse(job_json(job, view=view, deduped=job.deduped), status=201)

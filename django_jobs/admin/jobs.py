@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -22,22 +21,28 @@ from django.utils.safestring import SafeString
 
 from .. import operations
 from ..conf import jobs_settings
-from ..exceptions import JobsError
+from ..exceptions import InvalidPayload, JobsError
 from ..models import Job, JobStep
 from ..observability.stats import expired_leases, queue_stats, throughput
 from ..permissions import is_operator
 from ..serialize import children_counts
 from ..states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
+from ..validation import parse_json
 from .display import (
     EMPTY,
     STATES,
     THROUGHPUT_MINUTES,
+    breakable,
     duration,
+    forbidden_page,
+    job_label,
     live_context,
     milliseconds,
     pretty_json,
     progress_bar,
     state_badge,
+    task_error_step,
+    task_name,
     timestamp,
 )
 from .filters import EngineFilter, KindFilter, LeaseFilter, QueueFilter
@@ -48,7 +53,7 @@ from .paginator import EstimatedCountPaginator
 class JobAdmin(admin.ModelAdmin):
     list_display = (
         "id",
-        "kind",
+        "kind_display",
         "state_display",
         "progress_display",
         "queue",
@@ -57,7 +62,7 @@ class JobAdmin(admin.ModelAdmin):
         "created",
         "ended",
     )
-    list_display_links = ("id", "kind")
+    list_display_links = ("id", "kind_display")
     # Counts per state are on the overview; facet counts over a big table are left off.
     show_facets = admin.ShowFacets.NEVER
     list_filter = ("state", QueueFilter, KindFilter, EngineFilter, LeaseFilter)
@@ -71,7 +76,7 @@ class JobAdmin(admin.ModelAdmin):
             None,
             {
                 "fields": (
-                    ("id", "kind"),
+                    ("id", "kind_page"),
                     ("state_display", "progress_display"),
                     ("queue", "engine", "priority"),
                     ("owner", "tenant"),
@@ -86,7 +91,7 @@ class JobAdmin(admin.ModelAdmin):
             "Timestamps",
             {"fields": (("created", "run_at_display"), ("started", "ended"), "timestamps_derived")},
         ),
-        ("Worker", {"fields": (("worker_id", "leased_until", "cancel_requested"),)}),
+        ("Worker", {"fields": (("worker_id", "leased_until_display", "cancel_requested"),)}),
     )
 
     class Media:
@@ -134,6 +139,26 @@ class JobAdmin(admin.ModelAdmin):
 
     # -- columns and read-only fields -----------------------------------------------------------
 
+    @admin.display(description="kind", ordering="kind")
+    def kind_display(self, job: Job) -> SafeString | str:
+        """The kind; for a ``django.tasks`` job, the name of its task (the kind in a tooltip)."""
+        name = task_name(job.kind, job.payload)
+        if name is None:
+            return breakable(job.kind)
+        return format_html('<span class="djj-task" title="{}">{}</span>', job.kind, breakable(name))
+
+    @admin.display(description="kind")
+    def kind_page(self, job: Job) -> SafeString | str:
+        """The kind; for a ``django.tasks`` job, the name of its task, then the kind."""
+        name = task_name(job.kind, job.payload)
+        if name is None:
+            return job.kind
+        return format_html(
+            '<span class="djj-task">{}</span> <span class="djj-kind-note">({})</span>',
+            name,
+            job.kind,
+        )
+
     @admin.display(description="state", ordering="state")
     def state_display(self, job: Job) -> SafeString:
         return state_badge(job.state)
@@ -162,11 +187,14 @@ class JobAdmin(admin.ModelAdmin):
     def ended(self, job: Job) -> SafeString | str:
         return timestamp(job.ended_at, job.timestamps_derived)
 
+    @admin.display(description="leased until")
+    def leased_until_display(self, job: Job) -> SafeString | str:
+        return timestamp(job.leased_until)
+
     @admin.display(description="error")
     def error_display(self, job: Job) -> SafeString | str:
         return format_html('<pre class="djj-error">{}</pre>', job.error) if job.error else EMPTY
 
-    @admin.display(description="payload")
     @admin.display(description="parent")
     def parent_display(self, job: Job) -> SafeString | str:
         if job.parent_id is None:
@@ -183,6 +211,7 @@ class JobAdmin(admin.ModelAdmin):
         states = ", ".join(f"{n} {state}" for state, n in counts.items() if state != "total")
         return f"{counts['total']} ({states})"
 
+    @admin.display(description="payload")
     def payload_display(self, job: Job) -> SafeString:
         return pretty_json(job.payload)
 
@@ -217,7 +246,7 @@ class JobAdmin(admin.ModelAdmin):
 
     def overview_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
-            raise PermissionDenied
+            return forbidden_page(request, self.admin_site, "the queue overview")
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -312,8 +341,27 @@ class JobAdmin(admin.ModelAdmin):
         }
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
-        extra = {"djj_overview_url": self._url("overview"), **(extra_context or {})}
+        if not self.has_view_permission(request):
+            return forbidden_page(request, self.admin_site, "the jobs")
+        extra = {
+            "djj_overview_url": self._url("overview"),
+            # The list is a wide table: at 1280 px beside the app sidebar and the filters it
+            # would scroll sideways. Breadcrumbs and the header lead to the other pages.
+            "is_nav_sidebar_enabled": False,
+            **(extra_context or {}),
+        }
         return super().changelist_view(request, extra_context=extra)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            return forbidden_page(request, self.admin_site, "the jobs")
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def render_change_form(
         self,
@@ -326,6 +374,9 @@ class JobAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         if obj is not None:
             context.update(self.job_page_context(request, obj))
+            # The heading and the breadcrumb say the same, from the row read for this page;
+            # both are parts the live updates swap (``data-djj-live``).
+            context["subtitle"] = context["djj_title"]
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def job_page_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
@@ -339,9 +390,18 @@ class JobAdmin(admin.ModelAdmin):
                 started=timestamp(step.started_at),
                 ended=timestamp(step.ended_at),
             )
+            if task_error_step(job.kind, step.name):
+                # A Django task's failed attempt, recorded as a completed step: show it failed,
+                # with the exception it raised.
+                record = step.value if isinstance(step.value, dict) else {}
+                vars(step).update(
+                    badge=state_badge(StepState.FAILED),
+                    error=str(record.get("traceback") or record.get("exception_class_path") or ""),
+                )
         operator = self.has_operate_permission(request)
         children = self.children_rows(job)
         return {
+            "djj_title": f"{job_label(job.kind, job.payload)}#{job.pk} ({job.state})",
             "djj_children": children,
             "djj_children_more": max(job.children_total - len(children), 0),
             "djj_overview_url": self._url("overview"),
@@ -428,7 +488,9 @@ class JobAdmin(admin.ModelAdmin):
                 raise JobsError('Choose how the step ended: "completed" or "failed".')
             raw = request.POST.get("value", "").strip()
             try:
-                value = json.loads(raw) if raw else None
+                value = parse_json(raw, what=f"value of step {step!r}") if raw else None
+            except InvalidPayload:
+                raise  # nested too deeply, or text no database stores: its message says so
             except ValueError as exc:
                 raise JobsError(
                     f'The value is not JSON ({exc}). Enter JSON, e.g. {{"id": 7}}, or leave '

@@ -8,8 +8,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.utils import formats, timezone
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
@@ -20,7 +19,7 @@ from ..exceptions import InvalidPayload, InvalidSchedule, JobsError
 from ..models import Schedule
 from ..permissions import is_operator
 from ..registry import get
-from .display import EMPTY
+from .display import EMPTY, forbidden_page, timestamp
 
 DECLARED_FIELDS = ("name", "cron", "tz", "kind", "payload", "catch_up")
 
@@ -86,8 +85,8 @@ class ScheduleAdmin(admin.ModelAdmin):
         "tz",
         "kind",
         "enabled",
-        "next_run_at",
-        "last_fired_at",
+        "next_run",
+        "last_fired",
         "declared",
         "paused_reason",
     )
@@ -99,10 +98,10 @@ class ScheduleAdmin(admin.ModelAdmin):
         "paused_reason",
         "declared",
         "upcoming",
-        "next_run_at",
-        "last_fired_at",
-        "checked_until",
-        "created_at",
+        "next_run",
+        "last_fired",
+        "checked",
+        "created",
     )
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -124,6 +123,11 @@ class ScheduleAdmin(admin.ModelAdmin):
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return is_operator(request.user)
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if not self.has_view_permission(request):
+            return forbidden_page(request, self.admin_site, "the schedules")
+        return super().changelist_view(request, extra_context)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         return super().get_queryset(request).using(jobs_settings.DATABASE)
 
@@ -140,8 +144,25 @@ class ScheduleAdmin(admin.ModelAdmin):
             runs = schedules.upcoming(schedule, clock.now(), 5)
         except InvalidSchedule as exc:
             return exc.message
-        local = timezone.template_localtime  # type: ignore[attr-defined]  # not in the stubs
-        return format_html_join("", "<div>{}</div>", ((formats.localize(local(r)),) for r in runs))
+        return format_html_join("", "<div>{}</div>", ((timestamp(run),) for run in runs))
+
+    # Dates as the job pages write them (``display.timestamp``): one format, with the time zone.
+
+    @admin.display(description="next run", ordering="next_run_at")
+    def next_run(self, schedule: Schedule) -> SafeString | str:
+        return timestamp(schedule.next_run_at)
+
+    @admin.display(description="last fired", ordering="last_fired_at")
+    def last_fired(self, schedule: Schedule) -> SafeString | str:
+        return timestamp(schedule.last_fired_at)
+
+    @admin.display(description="checked until")
+    def checked(self, schedule: Schedule) -> SafeString | str:
+        return timestamp(schedule.checked_until)
+
+    @admin.display(description="created")
+    def created(self, schedule: Schedule) -> SafeString | str:
+        return timestamp(schedule.created_at)
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         # The form checked every field with the service's checks; the service checks them
