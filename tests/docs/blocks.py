@@ -93,20 +93,14 @@ def parse(page: Path) -> list[Block]:
                 body = [line[indent:] for line in lines[start:i]]
                 blocks.append(Block(name, start + 1, "\n".join(body) + "\n"))
         elif setup:
-            rest, body, start = setup["rest"], [], i + 1
-            if rest.strip():
-                start = i
-                body.append(rest)
-            i += 1
-            while "-->" not in (body[-1] if body else "") and i < len(lines):
-                body.append(lines[i])
+            # The code starts after "setup:", on that line or the next, and ends at "-->".
+            first = i + 1 if setup["rest"].strip() else i + 2  # 1-based
+            body = [setup["rest"]] if setup["rest"].strip() else []
+            while "-->" not in (body[-1] if body else "") and i + 1 < len(lines):
                 i += 1
-            i -= 1
-            text = "\n".join(body)
-            code = text.split("-->", 1)[0]
-            if not rest.strip():
-                start += 1
-            blocks.append(Block(name, start, _dedent(code), setup=True))
+                body.append(lines[i])
+            code = "\n".join(body).split("-->", 1)[0]
+            blocks.append(Block(name, first, _dedent(code), setup=True))
         i += 1
     return blocks
 
@@ -114,7 +108,7 @@ def parse(page: Path) -> list[Block]:
 def _dedent(code: str) -> str:
     import textwrap
 
-    return textwrap.dedent(code).strip("\n") + "\n"
+    return textwrap.dedent(code).rstrip() + "\n"
 
 
 def _compile(block: Block) -> types.CodeType:

@@ -121,3 +121,12 @@ def test_a_page_kind_that_the_project_has_is_its_own_while_the_page_runs(
     run_page(page)
     assert get("demo.hello") is project
     assert get("docs.only") is None
+
+
+def test_a_failing_setup_comment_names_its_first_line(tmp_path: Path, db: None) -> None:
+    with pytest.raises(BlockFailed, match=r"page.md:3: the setup block") as failed:
+        run_page(_page(tmp_path, "text\n\n<!-- setup: assert 1 == 2 -->\n"))
+    assert 'page.md", line 3' in str(failed.value)
+    with pytest.raises(BlockFailed, match=r"page.md:2: the setup block") as failed:
+        run_page(_page(tmp_path, "<!-- setup:\nx = 1\n\nassert x == 2\n-->\n"))
+    assert 'page.md", line 4' in str(failed.value)
