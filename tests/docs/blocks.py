@@ -10,6 +10,8 @@ the page made.
 from __future__ import annotations
 
 import ast
+import builtins
+import dis
 import inspect
 import re
 import sys
@@ -236,7 +238,59 @@ def run_page(path: Path) -> int:
                 raise
             except BaseException as exc:
                 raise BlockFailed(block, _traceback(exc)) from exc
+        check_names(page)
     return len(blocks)
+
+
+def check_names(page: Page) -> None:
+    """A function that a block defines but no block calls must still name only what exists:
+    every global it reads is defined, once the page has run, where the function looks."""
+    namespaces = [page.namespace] + [
+        vars(sys.modules[name]) for name in page.modules if name in sys.modules
+    ]
+    pages = {block.page for block in page.blocks}
+    for namespace in namespaces:
+        for value in list(namespace.values()):
+            for func in _functions(value):
+                if func.__code__.co_filename not in pages:  # imported, not the page's
+                    continue
+                missing = sorted(
+                    name
+                    for name in _globals_read(func.__code__)
+                    if name not in func.__globals__ and not hasattr(builtins, name)
+                )
+                if missing:
+                    line = func.__code__.co_firstlineno
+                    block = next(b for b in reversed(page.blocks) if b.line <= line)
+                    raise BlockFailed(
+                        block,
+                        f"{func.__qualname__} (line {line}) uses {', '.join(missing)}, defined "
+                        "nowhere: import it in the block, or define it in a setup comment.",
+                    )
+
+
+def _functions(value: Any) -> Iterator[types.FunctionType]:
+    from django_jobs.registry import JobHandle
+
+    if isinstance(value, JobHandle):
+        value = value.func
+    if isinstance(value, types.FunctionType):
+        yield value
+    elif isinstance(value, type):
+        for member in vars(value).values():
+            if isinstance(member, classmethod | staticmethod):
+                member = member.__func__
+            if isinstance(member, types.FunctionType):
+                yield member
+
+
+def _globals_read(code: types.CodeType) -> Iterator[str]:
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            yield instruction.argval
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _globals_read(const)
 
 
 def run_block(page: Page, block: Block) -> None:

@@ -130,3 +130,11 @@ def test_a_failing_setup_comment_names_its_first_line(tmp_path: Path, db: None) 
     with pytest.raises(BlockFailed, match=r"page.md:2: the setup block") as failed:
         run_page(_page(tmp_path, "<!-- setup:\nx = 1\n\nassert x == 2\n-->\n"))
     assert 'page.md", line 4' in str(failed.value)
+
+
+def test_a_function_no_block_calls_may_use_only_names_that_exist(tmp_path: Path, db: None) -> None:
+    text = "```python\nimport math\n\n\ndef area(r):\n    return math.pi * square(r)\n```\n"
+    with pytest.raises(BlockFailed, match=r"page.md:2: (?s:.*)area \(line 5\) uses square"):
+        run_page(_page(tmp_path, text))
+    defined = "<!-- setup:\ndef square(r):\n    return r * r\n-->\n\n" + text
+    assert run_page(_page(tmp_path, defined)) == 2
