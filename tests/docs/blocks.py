@@ -14,6 +14,7 @@ import builtins
 import dis
 import inspect
 import re
+import shutil
 import sys
 import tempfile
 import traceback
@@ -129,6 +130,7 @@ class Page:
     blocks: list[Block]
     namespace: dict[str, Any] = field(default_factory=dict)
     modules: list[str] = field(default_factory=list)
+    attributes: list[tuple[types.ModuleType, str]] = field(default_factory=list)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="docs-")))
 
     def module(self, name: str, **attributes: Any) -> types.ModuleType:
@@ -157,6 +159,7 @@ class Page:
         parent, _, child = name.rpartition(".")
         if parent:
             setattr(sys.modules[parent], child, made)
+            self.attributes.append((sys.modules[parent], child))
         return made
 
     def alias(self, name: str, target: types.ModuleType) -> None:
@@ -214,6 +217,10 @@ def isolated(page: Page) -> Iterator[None]:
                 schedules.undeclare(name)
         for name in reversed(page.modules):
             sys.modules.pop(name, None)
+        for parent, child in page.attributes:
+            if hasattr(parent, child):
+                delattr(parent, child)
+        shutil.rmtree(page.tmp, ignore_errors=True)
 
 
 # --- running the blocks ------------------------------------------------------------------------
