@@ -31,6 +31,7 @@ from ..exceptions import (
 )
 from ..printable import printable
 from ..registry import JobHandle, get
+from ..serialize import TRACEBACK_MARKER
 from ..states import JobState
 from ..store import Outcome
 from ..validation import storable_json as ensure_json
@@ -51,13 +52,33 @@ def cap_error(text: str) -> str:
     """Keep an error within ERROR_CAP characters: its head and the end of its traceback.
 
     NUL and lone surrogates (an exception's message may carry any text) become visible
-    escapes, so the error can be stored and read."""
-    text = storable_text(text)
-    if len(text) <= ERROR_CAP:
+    escapes, so the error can be stored and read. The traceback is found in the raw text,
+    before escaping (an escape is six characters: a message of NULs would otherwise push the
+    traceback's first line into the cut), and the message and the traceback are escaped and
+    shortened apart, keeping the line between them. So ``public_error``, the view a job's
+    owner gets, never holds a line of the frames, whatever the message holds."""
+    message, marker, frames = text.partition(TRACEBACK_MARKER)
+    message = storable_text(message)
+    if not marker:
+        return _shorten(message, ERROR_CAP)
+    frames = storable_text(frames)
+    if len(message) + len(marker) + len(frames) <= ERROR_CAP:
+        return message + marker + frames
+    message = _shorten(message, ERROR_HEAD)
+    room = ERROR_CAP - len(message) - len(marker)
+    return message + marker + _CUT + frames[-(room - len(_CUT)) :]
+
+
+ERROR_HEAD = 1000
+_CUT = "\n[…]\n"
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: its head and its end, with a visible cut."""
+    if len(text) <= limit:
         return text
-    marker = "\n[…]\n"
-    head = 1000
-    return text[:head] + marker + text[-(ERROR_CAP - head - len(marker)) :]
+    head = min(ERROR_HEAD, limit // 2)
+    return text[:head] + _CUT + text[-(limit - head - len(_CUT)) :]
 
 
 def hang_grace(timeout: timedelta) -> timedelta:
@@ -93,7 +114,7 @@ def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
     frames = "".join(traceback.format_tb(exc.__traceback__))
     if for_log:
         message, frames = printable(message), printable(frames, keep_newlines=True)
-    return f"{type(exc).__name__}: {message}\n\nTraceback (most recent call last):\n{frames}"
+    return f"{type(exc).__name__}: {message}{TRACEBACK_MARKER}\n{frames}"
 
 
 class Executor:

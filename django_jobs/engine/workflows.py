@@ -22,6 +22,7 @@ from ..durations import Duration, parse_duration
 from ..exceptions import ChildFailed, JobTimeout, UnknownKind
 from ..models import Job
 from ..registry import JobHandle, get
+from ..serialize import public_error
 from ..signals import children_spawned
 from ..states import ENDED_STATES, JobState, StepState
 from ..store import get_store
@@ -49,7 +50,9 @@ class ChildResult:
     result: Any
     """The child's result (None unless it succeeded)."""
     error: str | None
-    """The child's error (None when it succeeded)."""
+    """The child's error (None when it succeeded). When the parent has an owner, what its owner
+    is shown of that error (``serialize.public_error``: no traceback), since the parent's result
+    may carry it to the owner; operators read the whole error on the child job."""
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "state": self.state, "result": self.result, "error": self.error}
@@ -133,8 +136,10 @@ def gather(
         raise ValueError(f'failed={failed!r}: use "raise" or "collect".')
     ids = [int(i) for i in ids]
     row = steps._enter(name)
+    job = steps.ctx.job
+    owned = job.owner_id is not None
     if row is not None and row.state == StepState.COMPLETED:
-        return _replayed(row.value, failed)
+        return _replayed(row.value, failed, owned)
     now = clock.now()
     if row is None or row.state != StepState.RUNNING:
         deadline = (
@@ -146,7 +151,6 @@ def gather(
         row.value = {"deadline": deadline.isoformat() if deadline else None}
         steps._save(row, ["value"])  # fenced by the lease, as every step write
     deadline = parse_datetime((row.value or {}).get("deadline") or "")
-    job = steps.ctx.job
     pending, foreign = _pending(ids, job.pk, steps.alias)
     if pending:
         if deadline is not None and now >= deadline:
@@ -161,7 +165,7 @@ def gather(
         if deadline is not None and (wake is None or deadline < wake):
             wake = deadline
         raise Suspend(f"waiting for {pending} of {len(ids)} children in step {name!r}", wake)
-    outcomes = _outcomes(ids, steps.alias)
+    outcomes = _outcomes(ids, steps.alias, owned)
     if failed == "collect":
         value = [outcomes[i].as_json() for i in ids]
         steps._finish(row, value)
@@ -183,9 +187,13 @@ def gather(
     return value
 
 
-def _replayed(value: Any, failed: str) -> list[Any]:
+def _replayed(value: Any, failed: str, owned: bool) -> list[Any]:
     if failed == "collect":
-        return [ChildResult(**item) for item in value or []]
+        # Stored before errors were stored as the owner's view: shown as it, all the same.
+        return [
+            ChildResult(**{**item, "error": _shown(item.get("error"), owned)})
+            for item in value or []
+        ]
     return list(value or [])
 
 
@@ -213,7 +221,12 @@ def _pending(ids: list[int], parent_id: int, alias: str) -> tuple[int, bool]:
     return pending, foreign
 
 
-def _outcomes(ids: list[int], alias: str) -> dict[int, ChildResult]:
+def _shown(error: str | None, owned: bool) -> str | None:
+    """A child's error as a parent with an owner (``owned``) carries it: the owner's view."""
+    return public_error(error) if owned else error
+
+
+def _outcomes(ids: list[int], alias: str, owned: bool) -> dict[int, ChildResult]:
     found: dict[int, ChildResult] = {}
     for page in _pages(ids):
         rows = (
@@ -223,7 +236,10 @@ def _outcomes(ids: list[int], alias: str) -> dict[int, ChildResult]:
         )
         for job_id, state, result, error in rows:
             found[job_id] = ChildResult(
-                job_id, state, result if state == JobState.SUCCEEDED else None, error
+                job_id,
+                state,
+                result if state == JobState.SUCCEEDED else None,
+                _shown(error, owned),
             )
     for job_id in ids:
         # A child deleted (pruned) after it ended: its outcome is gone.
