@@ -2,11 +2,19 @@
 
 Exit status: 0 ok, 1 unexpected error, 2 bad usage or input, 3 unknown job id or kind,
 4 refused by the job's state (see ``django_jobs.cli``). ``--json`` prints exactly one JSON
-document on stdout; progress lines go to stderr.
+document on stdout, an error too (``{"error": {"code", "message"}}``, with the same exit
+status); progress lines go to stderr.
+
+Django's common options (``--settings``, ``--pythonpath``, ``-v``, ``--traceback``,
+``--no-color``, ``--force-color``, ``--skip-checks``) are accepted before the command and after
+it (``jobs list --settings=x``), as MCP client configurations write them. ``manage.py`` reads
+``--settings`` and ``--pythonpath`` wherever they stand before loading the settings.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +33,45 @@ from ...states import JobState, StepState
 
 def _plain(text: str) -> str:
     return text
+
+
+JOB_ID = cli.bounded(1, cli.MAX_ID, what="a job id")
+LIMIT = cli.bounded(1, cli.MAX_LIMIT, what="a limit")
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, skip_checks: bool) -> None:
+    """Django's common options, on a subcommand's parser, so they may follow the command.
+
+    Their defaults are ``SUPPRESS``: an option given only before the command (``jobs -v 2
+    list``) keeps its value, as a subparser copies only what it parsed.
+    """
+    group = parser.add_argument_group("common options (also accepted before the command)")
+    hidden = argparse.SUPPRESS
+    group.add_argument(
+        "-v",
+        "--verbosity",
+        type=int,
+        choices=[0, 1, 2, 3],
+        default=hidden,
+        help="0 minimal, 1 normal (progress on stderr), 2 and 3 verbose.",
+    )
+    group.add_argument(
+        "--settings", default=hidden, help="The settings module, e.g. site.settings."
+    )
+    group.add_argument("--pythonpath", default=hidden, help="A directory to add to sys.path.")
+    group.add_argument(
+        "--traceback", action="store_true", default=hidden, help="Show a traceback on errors."
+    )
+    group.add_argument(
+        "--no-color", action="store_true", default=hidden, help="Don't colorize the output."
+    )
+    group.add_argument(
+        "--force-color", action="store_true", default=hidden, help="Force colorized output."
+    )
+    if skip_checks:
+        group.add_argument(
+            "--skip-checks", action="store_true", default=hidden, help="Skip system checks."
+        )
 
 
 class Command(BaseCommand):
@@ -48,17 +95,19 @@ class Command(BaseCommand):
         sub.add_argument("--state", help=f"Only jobs in this state ({', '.join(JobState.values)}).")
         sub.add_argument("--kind", help="Only jobs of this kind.")
         sub.add_argument("--queue", help="Only jobs on this queue.")
-        sub.add_argument("--limit", type=int, default=100, help="At most this many (100).")
+        sub.add_argument(
+            "--limit", type=LIMIT, default=100, help="At most this many, 1 to 1000 (100)."
+        )
 
         sub = command(
             "inspect",
             "One job: its row, steps trace and log.",
             json_help="Print the job JSON with steps and log.",
         )
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
 
         sub = command("retry", "Queue a failed, blocked or cancelled job again.")
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
         sub.add_argument(
             "--from-step",
             metavar="NAME",
@@ -72,10 +121,10 @@ class Command(BaseCommand):
         )
 
         sub = command("cancel", "Cancel a job (a running one stops at its next check).")
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
 
         sub = command("resolve", "Settle a step left unknown: completed (with --value) or failed.")
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
         sub.add_argument("--step", required=True, metavar="NAME", help="The step's name.")
         sub.add_argument(
             "--as",
@@ -91,7 +140,9 @@ class Command(BaseCommand):
             "Run due jobs in this process; report what ran.",
             json_help="Print an array of job JSON, one per run.",
         )
-        sub.add_argument("--limit", type=int, default=32, help="Run at most this many (32).")
+        sub.add_argument(
+            "--limit", type=LIMIT, default=32, help="Run at most this many, 1 to 1000 (32)."
+        )
         sub.add_argument(
             "--queue",
             action="append",
@@ -163,16 +214,59 @@ class Command(BaseCommand):
         sub.add_argument("--priority", type=int, help="Lower runs first.")
         sub.add_argument("--delay", metavar="DURATION", help='Run after this long, e.g. "5m".')
 
+        for sub in commands.choices.values():
+            add_common_options(sub, skip_checks=bool(self.requires_system_checks))
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        if "--json" in argv[2:]:
+            self._usage_error_as_json(argv)
+        super().run_from_argv(argv)
+
+    def _usage_error_as_json(self, argv: list[str]) -> None:
+        """With --json, a usage error is printed as the JSON error document, exit status 2.
+
+        The arguments are parsed once before Django's own parse: a parser not marked as
+        called from the command line raises ``CommandError`` instead of printing usage text.
+        """
+        parser = self.create_parser(argv[0], argv[1])
+        try:
+            parser.parse_args(argv[2:])
+        except CommandError as exc:
+            message = str(exc).removeprefix("Error: ")
+            self.stdout.write(cli.json_text(cli.error_json(cli.BAD_INPUT, message)))
+            self.stdout.flush()
+            sys.exit(cli.EXIT_BAD_INPUT)
+
     def handle(self, *args: Any, **options: Any) -> None:
         self.as_json = options.get("json", False)
         self.verbosity = options["verbosity"]
         try:
             getattr(self, "do_" + options["command"])(options)
         except JobsError as exc:
+            if self.as_json:
+                self.json_error(exc.code, exc.message, cli.exit_code(exc))
             # The message may quote a job's text (a step name, a kind): escaped, like all output.
             raise CommandError(
                 printable(f"{exc.code}: {exc.message}"), returncode=cli.exit_code(exc)
             ) from exc
+        except Exception as exc:
+            if self.as_json:  # then the traceback, on stderr, exit status 1
+                message = f"{type(exc).__name__}: {exc}"
+                self.stdout.write(cli.json_text(cli.error_json(cli.INTERNAL_ERROR, message)))
+                self.stdout.flush()
+            raise
+
+    def json_error(self, code: str, message: str, status: int) -> None:
+        """Print the JSON error document on stdout and end with ``status``, nothing on stderr.
+
+        In-process (``call_command``) it raises ``CommandError`` with that ``returncode``
+        after printing, as every error of a command does.
+        """
+        self.stdout.write(cli.json_text(cli.error_json(code, message)))
+        self.stdout.flush()
+        if getattr(self, "_called_from_command_line", False):
+            sys.exit(status)
+        raise CommandError(printable(f"{code}: {message}"), returncode=status)
 
     # -- output -----------------------------------------------------------------------------
 
