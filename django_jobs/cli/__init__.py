@@ -65,6 +65,9 @@ BAD_INPUT = "BAD_INPUT"
 INTERNAL_ERROR = "INTERNAL_ERROR"
 """The ``--json`` error code of an unexpected failure (exit status 1; the traceback follows on
 stderr)."""
+SYSTEM_CHECK = "SYSTEM_CHECK"
+"""The ``--json`` error code of a failed system check (exit status 1; the report follows on
+stderr)."""
 
 _EXIT_CODES: list[tuple[type[JobsError], int]] = [
     (JobNotFound, EXIT_NOT_FOUND),

@@ -8,6 +8,7 @@ so the test takes the time of one).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from io import StringIO
@@ -182,6 +183,30 @@ def test_errors_under_json_are_a_json_document_with_the_same_exit_status():
         assert plain.value.returncode == status
         assert str(plain.value).startswith(f"{code}: ")
     assert Job.objects.count() == 1
+
+
+@pytest.mark.process
+def test_unexpected_errors_and_failed_checks_are_json_too(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.pop("DATABASE_URL", None)
+    env["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
+    env["SQLITE_PATH"] = str(tmp_path / "jobs.sqlite3")
+    runs = {
+        # The database cannot be opened: an unexpected error, with its traceback on stderr.
+        "INTERNAL_ERROR": manage(
+            {**env, "SQLITE_PATH": str(tmp_path / "missing" / "jobs.sqlite3")}, "list", "--json"
+        ),
+        # A system check fails before the command runs: its report follows on stderr.
+        "SYSTEM_CHECK": manage({**env, "JOBS_LEASE": "nonsense"}, "stats", "--json"),
+    }
+    errors = {}
+    for code, run in runs.items():
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 1, err
+        errors[code] = json.loads(out)["error"]
+        assert errors[code]["code"] == code, out
+    assert errors["INTERNAL_ERROR"]["message"] == "OperationalError: unable to open database file"
+    assert "django_jobs.E004" in errors["SYSTEM_CHECK"]["message"]
 
 
 # --- bounded limits ----------------------------------------------------------------------------

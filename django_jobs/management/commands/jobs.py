@@ -18,7 +18,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import (
+    BaseCommand,
+    CommandError,
+    CommandParser,
+    SystemCheckError,
+)
 
 from ... import cli, clock, operations
 from ...cli import render
@@ -249,12 +254,25 @@ class Command(BaseCommand):
             raise CommandError(
                 printable(f"{exc.code}: {exc.message}"), returncode=cli.exit_code(exc)
             ) from exc
-        except Exception as exc:
-            if self.as_json:  # then the traceback, on stderr, exit status 1
-                message = f"{type(exc).__name__}: {exc}"
-                self.stdout.write(cli.json_text(cli.error_json(cli.INTERNAL_ERROR, message)))
-                self.stdout.flush()
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Django's ``execute`` (system checks, then ``handle``); under --json, an unexpected
+        error is also the JSON error document (``INTERNAL_ERROR``, or ``SYSTEM_CHECK`` when a
+        system check failed), then the traceback or the checks' report on stderr, exit 1."""
+        try:
+            return super().execute(*args, **options)
+        except (JobsError, CommandError) as exc:
+            if options.get("json") and isinstance(exc, SystemCheckError):
+                self._print_error(cli.SYSTEM_CHECK, str(exc).strip())
             raise
+        except Exception as exc:
+            if options.get("json"):
+                self._print_error(cli.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _print_error(self, code: str, message: str) -> None:
+        self.stdout.write(cli.json_text(cli.error_json(code, message)))
+        self.stdout.flush()
 
     def json_error(self, code: str, message: str, status: int) -> None:
         """Print the JSON error document on stdout and end with ``status``, nothing on stderr.
@@ -262,8 +280,7 @@ class Command(BaseCommand):
         In-process (``call_command``) it raises ``CommandError`` with that ``returncode``
         after printing, as every error of a command does.
         """
-        self.stdout.write(cli.json_text(cli.error_json(code, message)))
-        self.stdout.flush()
+        self._print_error(code, message)
         if getattr(self, "_called_from_command_line", False):
             sys.exit(status)
         raise CommandError(printable(f"{code}: {message}"), returncode=status)
