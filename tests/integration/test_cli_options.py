@@ -209,6 +209,25 @@ def test_unexpected_errors_and_failed_checks_are_json_too(tmp_path: Path):
     assert "django_jobs.E004" in errors["SYSTEM_CHECK"]["message"]
 
 
+def test_usage_errors_under_json_are_a_json_document_with_status_2():
+    # What manage.py runs: run_from_argv, as from the command line.
+    for args, words in [
+        (["retry"], "the following arguments are required: id"),
+        (["list", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["no-such-command"], "invalid choice: 'no-such-command'"),
+        (["list", "--limit", "many"], "argument --limit: 'many' is not a limit"),
+        (["drain", "--limit", "0"], "argument --limit: 0 is out of range"),
+        (["resolve", "7", "--step", "pay", "--as", "maybe"], "argument --as: invalid choice"),
+    ]:
+        out, err = StringIO(), StringIO()
+        with pytest.raises(SystemExit) as info:
+            Command(stdout=out, stderr=err).run_from_argv(["manage.py", "jobs", *args, "--json"])
+        assert info.value.code == EXIT_BAD_INPUT
+        assert err.getvalue() == ""
+        error = json.loads(out.getvalue())["error"]
+        assert error["code"] == "BAD_INPUT" and words in error["message"], error
+
+
 # --- bounded limits ----------------------------------------------------------------------------
 
 
