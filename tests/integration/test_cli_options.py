@@ -264,6 +264,15 @@ def test_limits_within_bounds_and_other_bad_numbers():
     assert "is out of range" in usage_error("list", "--limit", "9" * 5000)  # not int()'s error
     assert "is out of range" in usage_error("inspect", 2**63)
     assert "is out of range" in usage_error("cancel", 0)
+    assert "out of range; give a whole number from 1 to 100000" in usage_error(
+        "prune", "--older-than", "1d", "--batch-size", 10**20
+    )
+    assert "out of range; give a whole number from -32768 to 32767" in usage_error(
+        "enqueue", "test.record", "--priority", 10**21
+    )
+    assert json.loads(run_json("enqueue", "test.record", "--priority", "-32768"))["priority"] == (
+        -32768
+    )
 
 
 def run_json(*args: str) -> str:

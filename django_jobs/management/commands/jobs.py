@@ -42,6 +42,8 @@ def _plain(text: str) -> str:
 
 JOB_ID = cli.bounded(1, cli.MAX_ID, what="a job id")
 LIMIT = cli.bounded(1, cli.MAX_LIMIT, what="a limit")
+BATCH_SIZE = cli.bounded(1, 100_000, what="a batch size")
+PRIORITY = cli.bounded(-32768, 32767, what="a priority")  # Job.priority is a small integer
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, skip_checks: bool) -> None:
@@ -185,9 +187,9 @@ class Command(BaseCommand):
         )
         sub.add_argument(
             "--batch-size",
-            type=int,
+            type=BATCH_SIZE,
             default=cli.DEFAULT_BATCH_SIZE,
-            help=f"Jobs deleted per transaction ({cli.DEFAULT_BATCH_SIZE}).",
+            help=f"Jobs deleted per transaction, 1 to 100000 ({cli.DEFAULT_BATCH_SIZE}).",
         )
         sub.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
@@ -216,7 +218,7 @@ class Command(BaseCommand):
         sub.add_argument("kind", help="The kind to enqueue.")
         sub.add_argument("--payload", metavar="JSON", help="The payload, as JSON.")
         sub.add_argument("--queue", help="Another queue than the kind's.")
-        sub.add_argument("--priority", type=int, help="Lower runs first.")
+        sub.add_argument("--priority", type=PRIORITY, help="Lower runs first (-32768 to 32767).")
         sub.add_argument("--delay", metavar="DURATION", help='Run after this long, e.g. "5m".')
 
         for sub in commands.choices.values():
