@@ -8,6 +8,7 @@ human tables. Errors are ``JobsError`` subclasses (or ``BadInput`` for a malform
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -36,7 +37,7 @@ from ..exceptions import (
 )
 from ..models import Job, JobStep, Schedule
 from ..operations import wake_waiting
-from ..printable import printable_json
+from ..printable import printable, printable_json
 from ..registry import lookup
 from ..serialize import job_json
 from ..states import JobState
@@ -53,6 +54,20 @@ EXIT_NOT_FOUND = 3
 """No job has this id, or no kind has this name."""
 EXIT_REFUSED = 4
 """The job's state refuses the action: not retryable, not cancellable, no such step."""
+
+MAX_LIMIT = 1000
+"""The largest ``--limit`` (and MCP ``limit``) a command accepts: SPEC's 1..1000."""
+MAX_ID = 2**63 - 1
+"""The largest job id a column can hold; a larger one is refused before any query."""
+
+BAD_INPUT = "BAD_INPUT"
+"""The ``--json`` error code of a malformed argument, an argparse usage error included."""
+INTERNAL_ERROR = "INTERNAL_ERROR"
+"""The ``--json`` error code of an unexpected failure (exit status 1; the traceback follows on
+stderr)."""
+SYSTEM_CHECK = "SYSTEM_CHECK"
+"""The ``--json`` error code of a failed system check (exit status 1; the report follows on
+stderr)."""
 
 _EXIT_CODES: list[tuple[type[JobsError], int]] = [
     (JobNotFound, EXIT_NOT_FOUND),
@@ -81,6 +96,43 @@ def exit_code(error: JobsError) -> int:
         if isinstance(error, cls):
             return code
     return EXIT_ERROR
+
+
+def error_json(code: str, message: str) -> dict[str, Any]:
+    """What ``--json`` prints for an error: ``{"error": {"code": ..., "message": ...}}``."""
+    return {"error": {"code": code, "message": message}}
+
+
+def bounded(low: int, high: int, *, what: str = "a number") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high``, or a usage error that
+    says which numbers are accepted (a huge number never reaches a query)."""
+
+    def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        shown = text if len(text) <= 30 else text[:27] + "..."
+        if not digits.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{printable(repr(shown))} is not {what}; give a whole number from {low} to {high}."
+            )
+        value = int(text) if len(digits) <= 30 else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{shown} is out of range; give a whole number from {low} to {high}."
+            )
+        return value
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+def check_limit(limit: int, *, name: str = "--limit") -> int:
+    """``limit`` if it is within 1..MAX_LIMIT; ``BadInput`` saying the range otherwise."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise BadInput(
+            f"{name} must be a whole number from 1 to {MAX_LIMIT}, not {_short(limit)}; "
+            "to reach other jobs, filter by state, kind or queue."
+        )
+    return limit
 
 
 def json_text(data: Any) -> str:
@@ -120,8 +172,7 @@ def list_jobs(
     """The newest jobs first, filtered like ``GET /``."""
     if state is not None and state not in JobState.values:
         raise BadInput(f"--state {state!r} is not a job state; use one of: {_states()}.")
-    if limit < 1:
-        raise BadInput(f"--limit must be at least 1, not {limit}.")
+    check_limit(limit)
     jobs = Job.objects.using(jobs_settings.DATABASE).order_by("-id")
     if state is not None:
         jobs = jobs.filter(state=state)
@@ -233,6 +284,11 @@ def _older_than(value: str | None) -> str:
 
 def _states() -> str:
     return ", ".join(JobState.values)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return printable(text if len(text) <= 30 else text[:27] + "...")
 
 
 def _iso(value: datetime | None) -> str | None:

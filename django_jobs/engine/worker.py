@@ -30,6 +30,7 @@ from ..exceptions import JobTimeout
 from ..models import Job
 from ..printable import printable
 from ..registry import get
+from ..states import JobState
 from ..store import Claim, Outcome, Store, get_store
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
@@ -44,6 +45,68 @@ logger = logging.getLogger("django_jobs.worker")
 
 _STOP = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
+
+#: What the end line of a job says for each state its attempt left it in.
+_OUTCOME: dict[str, str] = {JobState.QUEUED: "retrying"}
+
+
+def log_job_started(job: Job, worker_id: str) -> None:
+    """One INFO line on ``django_jobs.worker`` as an attempt starts: ``job.started job=ID
+    kind=K attempt=N``, with the same fields as the record's extras (for a JSON formatter).
+
+    On the hot path: callers test ``logger.isEnabledFor(logging.INFO)`` first, and call this
+    only then, so a worker that does not log at INFO builds nothing per job.
+    """
+    kind = printable(job.kind)
+    logger.info(
+        "job.started job=%s kind=%s attempt=%s",
+        job.pk,
+        kind,
+        job.attempts,
+        extra={
+            "event": "job.started",
+            "job": job.pk,
+            "kind": kind,
+            "attempt": job.attempts,
+            "worker": worker_id,
+        },
+    )
+
+
+def log_job_ended(job: Job, outcome: Outcome, seconds: float, worker_id: str) -> None:
+    """One INFO line on ``django_jobs.worker`` as an attempt ends: ``job.ended job=ID kind=K
+    attempt=N outcome=O duration_s=S``. ``outcome`` is the state the attempt left the job in
+    (``succeeded``, ``failed``, ``waiting``, ``blocked``, ``unknown``, ``cancelled``), or
+    ``retrying`` when it failed and another attempt is due. Called, like
+    ``log_job_started``, only when the logger is enabled for INFO.
+    """
+    kind = printable(job.kind)
+    outcome_name = _OUTCOME.get(outcome.state, outcome.state)
+    duration = round(seconds, 6)
+    logger.info(
+        "job.ended job=%s kind=%s attempt=%s outcome=%s duration_s=%s",
+        job.pk,
+        kind,
+        job.attempts,
+        outcome_name,
+        duration,
+        extra={
+            "event": "job.ended",
+            "job": job.pk,
+            "kind": kind,
+            "attempt": job.attempts,
+            "outcome": outcome_name,
+            "duration_s": duration,
+            "worker": worker_id,
+        },
+    )
+
+
+def _log_crashed(job: Job, outcome: Outcome, worker_id: str) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        began, ended = outcome.started_at, outcome.ended_at
+        seconds = (ended - began).total_seconds() if began and ended else 0.0
+        log_job_ended(job, outcome, seconds, worker_id)
 
 
 def bound_silent_network(store: Store) -> None:
@@ -325,6 +388,7 @@ class Worker:
                 with self.running_lock:
                     self.outcomes.put(outcome)
                     self.unfinished -= 1
+                _log_crashed(job, outcome, self.worker_id)
             if replace:
                 self.threads[slot] = self._start_executor(slot)
 
@@ -359,6 +423,7 @@ class Worker:
             self.held[slot] = None
             self.outcomes.put(outcome)
             self.unfinished -= 1
+        _log_crashed(job, outcome, self.worker_id)
         logger.error(
             "Job %s (%s) ran past its timeout of %s and does not stop: thread %s is abandoned "
             "to it and replaced.",
@@ -374,6 +439,9 @@ class Worker:
         with self.running_lock:
             self.running[job.pk] = (job, live)
         publish("job.started", job)
+        logged = logger.isEnabledFor(logging.INFO)  # per job: nothing built when it is off
+        if logged:
+            log_job_started(job, self.worker_id)
         began = time.perf_counter()
         try:
             drop_broken_connections()
@@ -390,6 +458,8 @@ class Worker:
             self.held[slot] = None
             self.unfinished -= 1
             refill = self.unfinished <= self.refill_at
+        if logged:
+            log_job_ended(job, outcome, elapsed, self.worker_id)
         if refill:
             self.wake.set()
 

@@ -1,4 +1,4 @@
-"""System checks for live events: ``django_jobs.E101``, ``django_jobs.W020``.
+"""System checks for live events: ``django_jobs.E201``, ``django_jobs.W020``.
 
 The job streams need no ``EVENTSTREAM_*`` setting (their view carries its storage and channel
 rules), so none is checked; a project's own eventstream settings do not reach them.
@@ -25,7 +25,14 @@ def check_live_events(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         try:
             parse_duration(retention, name='JOBS["EVENT_RETENTION"]')
         except InvalidDuration as exc:
-            messages.append(Error(exc.message, id="django_jobs.E101"))
+            messages.append(
+                Error(
+                    exc.message,
+                    hint='Set JOBS["EVENT_RETENTION"] to a duration like "1d", or None to keep '
+                    "every event.",
+                    id="django_jobs.E201",
+                )
+            )
     return messages
 
 

@@ -516,7 +516,7 @@ def test_the_system_checks_name_what_to_set(settings):
     del settings.EVENTSTREAM_CHANNELMANAGER_CLASS
     assert check_live_events() == []
     settings.JOBS = {"EVENT_RETENTION": "a while"}
-    assert [m.id for m in check_live_events()] == ["django_jobs.E101"]
+    assert [m.id for m in check_live_events()] == ["django_jobs.E201"]
 
 
 # -- what the stream reads --------------------------------------------------------------------

@@ -2,15 +2,28 @@
 
 Exit status: 0 ok, 1 unexpected error, 2 bad usage or input, 3 unknown job id or kind,
 4 refused by the job's state (see ``django_jobs.cli``). ``--json`` prints exactly one JSON
-document on stdout; progress lines go to stderr.
+document on stdout, an error too (``{"error": {"code", "message"}}``, with the same exit
+status); progress lines go to stderr.
+
+Django's common options (``--settings``, ``--pythonpath``, ``-v``, ``--traceback``,
+``--no-color``, ``--force-color``, ``--skip-checks``) are accepted before the command and after
+it (``jobs list --settings=x``), as MCP client configurations write them. ``manage.py`` reads
+``--settings`` and ``--pythonpath`` wherever they stand before loading the settings.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import (
+    BaseCommand,
+    CommandError,
+    CommandParser,
+    SystemCheckError,
+)
 
 from ... import cli, clock, operations
 from ...cli import render
@@ -25,6 +38,47 @@ from ...states import JobState, StepState
 
 def _plain(text: str) -> str:
     return text
+
+
+JOB_ID = cli.bounded(1, cli.MAX_ID, what="a job id")
+LIMIT = cli.bounded(1, cli.MAX_LIMIT, what="a limit")
+BATCH_SIZE = cli.bounded(1, 100_000, what="a batch size")
+PRIORITY = cli.bounded(-32768, 32767, what="a priority")  # Job.priority is a small integer
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, skip_checks: bool) -> None:
+    """Django's common options, on a subcommand's parser, so they may follow the command.
+
+    Their defaults are ``SUPPRESS``: an option given only before the command (``jobs -v 2
+    list``) keeps its value, as a subparser copies only what it parsed.
+    """
+    group = parser.add_argument_group("common options (also accepted before the command)")
+    hidden = argparse.SUPPRESS
+    group.add_argument(
+        "-v",
+        "--verbosity",
+        type=int,
+        choices=[0, 1, 2, 3],
+        default=hidden,
+        help="0 minimal, 1 normal (progress on stderr), 2 and 3 verbose.",
+    )
+    group.add_argument(
+        "--settings", default=hidden, help="The settings module, e.g. site.settings."
+    )
+    group.add_argument("--pythonpath", default=hidden, help="A directory to add to sys.path.")
+    group.add_argument(
+        "--traceback", action="store_true", default=hidden, help="Show a traceback on errors."
+    )
+    group.add_argument(
+        "--no-color", action="store_true", default=hidden, help="Don't colorize the output."
+    )
+    group.add_argument(
+        "--force-color", action="store_true", default=hidden, help="Force colorized output."
+    )
+    if skip_checks:
+        group.add_argument(
+            "--skip-checks", action="store_true", default=hidden, help="Skip system checks."
+        )
 
 
 class Command(BaseCommand):
@@ -48,17 +102,19 @@ class Command(BaseCommand):
         sub.add_argument("--state", help=f"Only jobs in this state ({', '.join(JobState.values)}).")
         sub.add_argument("--kind", help="Only jobs of this kind.")
         sub.add_argument("--queue", help="Only jobs on this queue.")
-        sub.add_argument("--limit", type=int, default=100, help="At most this many (100).")
+        sub.add_argument(
+            "--limit", type=LIMIT, default=100, help="At most this many, 1 to 1000 (100)."
+        )
 
         sub = command(
             "inspect",
             "One job: its row, steps trace and log.",
             json_help="Print the job JSON with steps and log.",
         )
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
 
         sub = command("retry", "Queue a failed, blocked or cancelled job again.")
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
         sub.add_argument(
             "--from-step",
             metavar="NAME",
@@ -72,10 +128,10 @@ class Command(BaseCommand):
         )
 
         sub = command("cancel", "Cancel a job (a running one stops at its next check).")
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
 
         sub = command("resolve", "Settle a step left unknown: completed (with --value) or failed.")
-        sub.add_argument("id", type=int, help="The job id.")
+        sub.add_argument("id", type=JOB_ID, help="The job id.")
         sub.add_argument("--step", required=True, metavar="NAME", help="The step's name.")
         sub.add_argument(
             "--as",
@@ -91,7 +147,9 @@ class Command(BaseCommand):
             "Run due jobs in this process; report what ran.",
             json_help="Print an array of job JSON, one per run.",
         )
-        sub.add_argument("--limit", type=int, default=32, help="Run at most this many (32).")
+        sub.add_argument(
+            "--limit", type=LIMIT, default=32, help="Run at most this many, 1 to 1000 (32)."
+        )
         sub.add_argument(
             "--queue",
             action="append",
@@ -129,9 +187,9 @@ class Command(BaseCommand):
         )
         sub.add_argument(
             "--batch-size",
-            type=int,
+            type=BATCH_SIZE,
             default=cli.DEFAULT_BATCH_SIZE,
-            help=f"Jobs deleted per transaction ({cli.DEFAULT_BATCH_SIZE}).",
+            help=f"Jobs deleted per transaction, 1 to 100000 ({cli.DEFAULT_BATCH_SIZE}).",
         )
         sub.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
@@ -160,8 +218,31 @@ class Command(BaseCommand):
         sub.add_argument("kind", help="The kind to enqueue.")
         sub.add_argument("--payload", metavar="JSON", help="The payload, as JSON.")
         sub.add_argument("--queue", help="Another queue than the kind's.")
-        sub.add_argument("--priority", type=int, help="Lower runs first.")
+        sub.add_argument("--priority", type=PRIORITY, help="Lower runs first (-32768 to 32767).")
         sub.add_argument("--delay", metavar="DURATION", help='Run after this long, e.g. "5m".')
+
+        for sub in commands.choices.values():
+            add_common_options(sub, skip_checks=bool(self.requires_system_checks))
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        if "--json" in argv[2:]:
+            self._usage_error_as_json(argv)
+        super().run_from_argv(argv)
+
+    def _usage_error_as_json(self, argv: list[str]) -> None:
+        """With --json, a usage error is printed as the JSON error document, exit status 2.
+
+        The arguments are parsed once before Django's own parse: a parser not marked as
+        called from the command line raises ``CommandError`` instead of printing usage text.
+        """
+        parser = self.create_parser(argv[0], argv[1])
+        try:
+            parser.parse_args(argv[2:])
+        except CommandError as exc:
+            message = str(exc).removeprefix("Error: ")
+            self.stdout.write(cli.json_text(cli.error_json(cli.BAD_INPUT, message)))
+            self.stdout.flush()
+            sys.exit(cli.EXIT_BAD_INPUT)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.as_json = options.get("json", False)
@@ -169,10 +250,42 @@ class Command(BaseCommand):
         try:
             getattr(self, "do_" + options["command"])(options)
         except JobsError as exc:
+            if self.as_json:
+                self.json_error(exc.code, exc.message, cli.exit_code(exc))
             # The message may quote a job's text (a step name, a kind): escaped, like all output.
             raise CommandError(
                 printable(f"{exc.code}: {exc.message}"), returncode=cli.exit_code(exc)
             ) from exc
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Django's ``execute`` (system checks, then ``handle``); under --json, an unexpected
+        error is also the JSON error document (``INTERNAL_ERROR``, or ``SYSTEM_CHECK`` when a
+        system check failed), then the traceback or the checks' report on stderr, exit 1."""
+        try:
+            return super().execute(*args, **options)
+        except (JobsError, CommandError) as exc:
+            if options.get("json") and isinstance(exc, SystemCheckError):
+                self._print_error(cli.SYSTEM_CHECK, str(exc).strip())
+            raise
+        except Exception as exc:
+            if options.get("json"):
+                self._print_error(cli.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _print_error(self, code: str, message: str) -> None:
+        self.stdout.write(cli.json_text(cli.error_json(code, message)))
+        self.stdout.flush()
+
+    def json_error(self, code: str, message: str, status: int) -> None:
+        """Print the JSON error document on stdout and end with ``status``, nothing on stderr.
+
+        In-process (``call_command``) it raises ``CommandError`` with that ``returncode``
+        after printing, as every error of a command does.
+        """
+        self._print_error(code, message)
+        if getattr(self, "_called_from_command_line", False):
+            sys.exit(status)
+        raise CommandError(printable(f"{code}: {message}"), returncode=status)
 
     # -- output -----------------------------------------------------------------------------
 

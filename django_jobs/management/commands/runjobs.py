@@ -1,4 +1,11 @@
-"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker``."""
+"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker``.
+
+Logging: ``-v 2`` lowers the ``django_jobs`` loggers to INFO, so the worker writes one line
+as each job starts and one as it ends (``django_jobs.worker``). When the project's ``LOGGING``
+gives ``django_jobs`` no handler, runjobs writes the lines to stderr itself; ``--log-format
+json`` makes them one JSON object each (``observability.logs.JsonFormatter``), in place of the
+project's handlers for ``django_jobs`` when it has some.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,9 @@ from django.core.management.base import BaseCommand, CommandError
 from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
 from ...engine.worker import Worker
+from ...observability.logs import JsonFormatter
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class Command(BaseCommand):
@@ -28,6 +38,13 @@ class Command(BaseCommand):
             "--burst", action="store_true", help="Run until nothing is due, then exit 0."
         )
         parser.add_argument(
+            "--log-format",
+            choices=["text", "json"],
+            default="text",
+            help="How runjobs writes its log lines on stderr: text, or one JSON object per "
+            "line (-v 2 adds a line per job start and end).",
+        )
+        parser.add_argument(
             "--no-scheduler",
             action="store_true",
             help="Do not fire cron schedules from this process.",
@@ -43,11 +60,7 @@ class Command(BaseCommand):
         concurrency = options["concurrency"]
         if concurrency is not None and concurrency < 1:
             raise CommandError("--concurrency must be at least 1.")
-        if not logging.getLogger("django_jobs").handlers and options["verbosity"] >= 1:
-            logging.basicConfig(
-                level=logging.INFO if options["verbosity"] >= 2 else logging.WARNING,
-                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            )
+        configure_logging(options["verbosity"], options["log_format"])
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
         worker = Worker(
             engine=engine,
@@ -69,3 +82,25 @@ class Command(BaseCommand):
         code = worker.run()
         if code:
             raise SystemExit(code)
+
+
+def configure_logging(verbosity: int, log_format: str) -> None:
+    """Where and how the ``django_jobs`` log lines go in this process (see the docstring)."""
+    if verbosity < 1:
+        return
+    jobs_logger = logging.getLogger("django_jobs")
+    if verbosity >= 2 and jobs_logger.getEffectiveLevel() > logging.INFO:
+        jobs_logger.setLevel(logging.INFO)  # the per-job lines, asked for by -v 2
+    if log_format == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        for old in list(jobs_logger.handlers):
+            jobs_logger.removeHandler(old)
+        jobs_logger.addHandler(handler)
+        jobs_logger.propagate = False  # each line once, as JSON
+        if jobs_logger.level == logging.NOTSET:
+            jobs_logger.setLevel(logging.WARNING)
+    elif not jobs_logger.handlers:
+        logging.basicConfig(
+            level=logging.INFO if verbosity >= 2 else logging.WARNING, format=TEXT_FORMAT
+        )

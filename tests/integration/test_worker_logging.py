@@ -1,0 +1,85 @@
+"""``runjobs -v 2``: one log line as each job starts and one as it ends, as text or JSON.
+
+Real ``runjobs --burst`` processes on the test database (SQLite or PostgreSQL, whichever the
+run uses); the lines are read from their stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from django_jobs.models import Job
+from testproject.jobs import always_fail, record
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process
+
+TEXT_LINE = re.compile(
+    r"job\.(?P<event>started|ended) job=(?P<job>\d+) kind=(?P<kind>\S+) attempt=(?P<attempt>\d+)"
+    r"(?: outcome=(?P<outcome>\w+) duration_s=(?P<duration_s>[0-9.e-]+))?$"
+)
+
+
+def runjobs(env: dict[str, str], *args: str) -> str:
+    """Run ``runjobs --burst *args`` to the end; its stderr."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "runjobs", "--burst", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def three_jobs() -> dict[str, Job]:
+    """One that succeeds, one that fails for good, one that fails and will retry."""
+    ok = record.enqueue({"n": "ok"})
+    dead = always_fail.enqueue({"n": "dead"})
+    Job.objects.filter(pk=dead.pk).update(max_attempts=1)
+    again = always_fail.enqueue({"n": "again"})
+    return {"succeeded": ok, "failed": dead, "retrying": again}
+
+
+def check_lines(lines: list[dict[str, Any]], jobs: dict[str, Job]) -> None:
+    for outcome, job in jobs.items():
+        mine = [line for line in lines if int(line["job"]) == job.pk]
+        assert [line["event"] for line in mine] == ["job.started", "job.ended"], lines
+        started, ended = mine
+        assert started["kind"] == ended["kind"] == job.kind
+        assert int(started["attempt"]) == int(ended["attempt"]) == 1
+        assert ended["outcome"] == outcome
+        assert 0 <= float(ended["duration_s"]) < 60
+
+
+def test_runjobs_v2_writes_a_line_as_each_job_starts_and_ends(worker_env):
+    jobs = three_jobs()
+    stderr = runjobs(worker_env, "-v", "2")
+    lines = []
+    for text in stderr.splitlines():
+        if found := TEXT_LINE.search(text):
+            lines.append({**found.groupdict(), "event": f"job.{found['event']}"})
+    check_lines(lines, jobs)
+    assert "job.started" not in runjobs(worker_env)  # -v 1: none (and nothing was due)
+
+
+def test_log_format_json_writes_every_line_as_json(worker_env):
+    jobs = three_jobs()
+    stderr = runjobs(worker_env, "-v", "2", "--log-format", "json")
+    records = [json.loads(text) for text in stderr.splitlines()]  # every line is JSON
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    job_lines = [r for r in records if r.get("event") in ("job.started", "job.ended")]
+    assert {r["logger"] for r in job_lines} == {"django_jobs.worker"}
+    assert all(isinstance(r["job"], int) and isinstance(r["attempt"], int) for r in job_lines)
+    check_lines(job_lines, jobs)
+    # The failure's traceback stays inside its one JSON line.
+    assert any(r["message"].startswith(f"Job {jobs['failed'].pk} (test.fail)") for r in records)
