@@ -495,7 +495,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "paginated like the list. Under the parent's authorization: a member sees the "
             "children of their own jobs; another member's job is 404."
         ),
-        responses={200: JobSerializer(many=True), 401: E401, 404: E404},
+        responses={200: JobSerializer(many=True), 400: E400, 401: E401, 404: E404},
     )
     @action(detail=True, methods=["get"])
     def children(self, request: Request, pk: str | None = None) -> Response:
