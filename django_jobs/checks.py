@@ -105,6 +105,28 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 parse_rate(rate)
             except ValueError as exc:
                 errors.append(Error(f'JOBS["RATES"][{queue!r}]: {exc}', id="django_jobs.E009"))
+    for key in ("MEMBER_RATE", "AUTH_FAILURE_RATE"):
+        if value.get(key) is None:
+            continue
+        try:
+            parse_rate(value[key])
+        except ValueError as exc:
+            errors.append(
+                Error(
+                    f'JOBS["{key}"]: {exc}',
+                    hint="Or None: no throttle (docs/security.md).",
+                    id="django_jobs.E009",
+                )
+            )
+    streams = value.get("MAX_STREAMS_PER_USER", DEFAULTS["MAX_STREAMS_PER_USER"])
+    if streams is not None and not _positive_int(streams):
+        errors.append(
+            Error(
+                f'JOBS["MAX_STREAMS_PER_USER"] = {streams!r} must be a whole number >= 1, or '
+                "None (no limit).",
+                id="django_jobs.E012",
+            )
+        )
     tail = value.get("LOG_TAIL", 100)
     if isinstance(tail, bool) or not isinstance(tail, int) or tail < 0:
         errors.append(

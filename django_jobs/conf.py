@@ -30,6 +30,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAGE_BYTES": 8 * 1024 * 1024,  # about the most one API list page answers
     "RETENTION": None,
     "EVENT_RETENTION": "1d",  # live event rows (django_jobs.events): replay window
+    # Members' throttles (docs/security.md): submits and schedule creations, one budget per
+    # member, counted in the database so that it holds across web processes.
+    "MEMBER_RATE": "60/m",
+    "MAX_STREAMS_PER_USER": 8,  # open SSE streams and WebSockets per member, per web process
+    "AUTH_FAILURE_RATE": "10/m",  # refused credentials per client address
 }
 
 

@@ -331,3 +331,20 @@ class PrunedCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.state}: {self.count} pruned"
+
+
+class Throttle(models.Model):
+    """One throttle's state (``django_jobs.api.throttles``): the moment its budget is whole again.
+
+    A generic cell rate algorithm: each admitted request moves ``until`` on by one interval
+    (the window divided by the count); a request is refused while ``until`` lies more than
+    the window minus one interval ahead. One row per member (submits and schedule creations)
+    and per client address with refused credentials; a row whose ``until`` has passed means
+    nothing and is deleted when a new row is added.
+    """
+
+    key = models.CharField(max_length=200, primary_key=True)
+    until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.key} until {self.until:%Y-%m-%d %H:%M:%S}"

@@ -147,6 +147,9 @@ JOBS = {
     "ENGINES": {"default": {"concurrency": 4}, "fleet": {"concurrency": 2}},
     "LEASE": os.environ.get("JOBS_LEASE", "30s"),
 }
+# --- members' submit rate: a live-server test sets its own (docs/security.md) ---
+if os.environ.get("JOBS_MEMBER_RATE"):
+    JOBS["MEMBER_RATE"] = os.environ["JOBS_MEMBER_RATE"]
 
 LOGGING = {
     "version": 1,

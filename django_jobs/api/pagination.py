@@ -22,6 +22,9 @@ from .errors import APIError, InvalidRequestError
 
 #: What a row costs besides its large JSON columns (ids, states, timestamps, an error).
 ROW_OVERHEAD_BYTES = 1024
+#: No table holds this many rows: a page starting further is a 404 before any query (the
+#: databases take offsets up to 2**63 - 1 only; past it PostgreSQL and SQLite fail).
+MAX_ROWS = 2**53
 
 
 class PageNotFoundError(APIError):
@@ -95,7 +98,7 @@ class JobsPagination(PageNumberPagination):
         if number in self.last_page_strings:
             count = queryset.count()
             number = str(max(1, -(-count // size)))
-        start = (int(number) - 1) * size
+        start = (_number(number) - 1) * size
         total: Any = Value(0)
         for column in columns:
             total = total + Coalesce(JSONBytes(column), Value(0))
@@ -131,6 +134,13 @@ class JobsPagination(PageNumberPagination):
             ]
         if errors:
             raise InvalidRequestError(errors=errors)
+        if page is not None and page not in self.last_page_strings:
+            per_page = _number(size) if size is not None else self.page_size
+            if not _whole(page, 1, MAX_ROWS // per_page):  # beyond any table: no query
+                raise PageNotFoundError(
+                    "Invalid page. Start from the first page (leave out page=) and follow the "
+                    "next and previous links."
+                )
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         parameters = super().get_schema_operation_parameters(view)
@@ -147,7 +157,17 @@ class JobsPagination(PageNumberPagination):
 
 
 def _whole(text: str, low: int, high: int | None = None) -> bool:
+    """Is ``text`` a whole number from ``low`` to ``high``? Any number of digits is read:
+    a long run of zeros first is still a small number."""
     if not text.isascii() or not text.isdigit():
         return False
-    value = int(text)
+    digits = text.lstrip("0") or "0"
+    if len(digits) > 30:  # past every bound here (and past what int() reads quickly)
+        return high is None
+    value = int(digits)
     return value >= low and (high is None or value <= high)
+
+
+def _number(text: str) -> int:
+    """A number ``_whole`` accepted with a bound (so of at most 30 digits)."""
+    return int(text.lstrip("0") or "0")

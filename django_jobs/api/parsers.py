@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
+from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.parsers import JSONParser
 
 from ..exceptions import InvalidPayload
@@ -98,3 +99,17 @@ def check_body(data: Any) -> None:
             errors[shown] = [exc.message]
     if errors:
         raise InvalidRequestError(errors=errors)
+
+
+def check_json_body(request: Any) -> None:
+    """Refuse (415) a state-changing request whose body is not declared JSON, even an empty
+    one: what a cross-site form (urlencoded, multipart, text/plain) or a beacon (no type) can
+    send never reaches a view, whatever credentials the browser adds (docs/security.md)."""
+    declared = request.content_type or ""
+    media_type = declared.split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedMediaType(
+            declared or "(none)",
+            detail=f"Content-Type {declared or '(none)'}: this API reads JSON bodies only, "
+            "an empty body too.",
+        )

@@ -239,6 +239,10 @@ class SubmitSerializer(KnownFieldsOnly):
         return attrs
 
 
+class CancelSerializer(KnownFieldsOnly):
+    """``POST /{id}/cancel/``: an empty JSON object (or an empty body sent as JSON)."""
+
+
 class RetrySerializer(KnownFieldsOnly):
     """``POST /{id}/retry/``."""
 

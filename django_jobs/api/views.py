@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
+from django.core.signals import setting_changed
 from django.db import transaction
-from django.http import HttpRequest, JsonResponse
+from django.dispatch import receiver
+from django.http import Http404, HttpRequest, JsonResponse
+from django.utils import translation
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.pagination import BasePagination
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
@@ -26,9 +30,10 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.schemas.inspectors import ViewInspector
+from rest_framework.throttling import BaseThrottle
 from rest_framework.viewsets import GenericViewSet
 
-from .. import __version__, operations
+from .. import __version__, clock, operations
 from ..conf import jobs_settings
 from ..engine import schedules
 from ..exceptions import (
@@ -70,9 +75,10 @@ from .errors import (
 )
 from .openapi import AutoSchema, extend_schema, extend_schema_view
 from .pagination import JobsPagination
-from .parsers import BoundedJSONParser, check_content_length
+from .parsers import BoundedJSONParser, check_content_length, check_json_body
 from .permissions import CanRetryJob, DenyAll, IsOperator, IsSignedIn
 from .serializers import (
+    CancelSerializer,
     ErrorSerializer,
     JobDetailSerializer,
     JobSerializer,
@@ -83,9 +89,21 @@ from .serializers import (
     SubmitSerializer,
     SubmittedJobSerializer,
 )
+from .throttles import (
+    MemberRateThrottle,
+    check_failed_credentials,
+    count_failed_credentials,
+    member_throttled,
+)
 
-#: The challenge sent with 401 when no configured authenticator offers one (session only).
+#: The challenge sent with 401 when no configured authenticator offers one a browser ignores.
 FALLBACK_CHALLENGE = 'Session realm="api"'
+#: Challenges a browser answers with its own sign-in prompt, whose credentials it then caches
+#: and sends with any later request to the site, a cross-site form's included: never sent.
+PROMPTING_SCHEMES = frozenset({"basic", "digest", "negotiate", "ntlm"})
+#: The methods whose body must be JSON, even an empty one: a cross-site form or beacon can
+#: send a POST with no other type (DELETE and PATCH need a CORS preflight a browser would ask).
+JSON_ONLY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def _error(description: str) -> OpenApiResponse:
@@ -98,6 +116,8 @@ E403 = _error("Not allowed (or, signed in by session, the CSRF token is missing)
 E404 = _error("No such object, or not yours.")
 E409 = _error("The object's state does not allow this.")
 E413 = _error("The body or the payload is too large.")
+E415 = _error("The body is not sent as JSON (Content-Type: application/json), even empty.")
+E429 = _error("Too many submits and schedule creations (members): see Retry-After.")
 
 
 class JobsAPIMixin:
@@ -126,18 +146,44 @@ class JobsAPIMixin:
     def get_exception_handler(self) -> Any:
         return exception_handler
 
+    #: The actions that add work, throttled for members (``JOBS["MEMBER_RATE"]``).
+    throttled_actions: ClassVar[frozenset[str]] = frozenset({"create"})
+
     def get_authenticate_header(self, request: Request) -> str:
         # DRF asks only the first authenticator; with SessionAuthentication first that yields
-        # no challenge and DRF turns 401 into 403. Anonymous callers get 401 here.
+        # no challenge and DRF turns 401 into 403. Anonymous callers get 401 here, with a
+        # challenge no browser prompts for: Basic credentials are for clients that send them
+        # up front (docs/security.md).
         for authenticator in self.get_authenticators():  # type: ignore[attr-defined]
             header = authenticator.authenticate_header(request)
-            if header:
+            if header and header.split(None, 1)[0].lower() not in PROMPTING_SCHEMES:
                 return header
         return FALLBACK_CHALLENGE
 
+    def perform_authentication(self, request: Request) -> None:
+        if "HTTP_AUTHORIZATION" not in request.META:
+            request.user  # noqa: B018 - authenticates (a session, or nobody)
+            return
+        check_failed_credentials(request)
+        try:
+            request.user  # noqa: B018 - authenticates
+        except AuthenticationFailed:
+            count_failed_credentials(request)
+            raise
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        throttles: list[BaseThrottle] = list(super().get_throttles())  # type: ignore[misc]
+        if getattr(self, "action", None) in self.throttled_actions:
+            throttles.append(MemberRateThrottle())
+        return throttles
+
+    def throttled(self, request: Request, wait: float | None) -> NoReturn:
+        raise member_throttled(wait)
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-        if request.method in ("POST", "PATCH", "PUT"):
+        if request.method in JSON_ONLY_METHODS:
+            check_json_body(request)
             check_content_length(request.META)
 
     def get_int_pk(self) -> int:
@@ -149,6 +195,17 @@ class JobsAPIMixin:
         if value < 1 or str(value) != str(raw):
             raise NotFoundError(f"{raw!r} is not an id: ids are positive whole numbers.")
         return value
+
+
+def _utf8_header(value: str, name: str) -> str:
+    """A header's text as the client sent it: WSGI and ASGI hand headers over as latin-1,
+    so UTF-8 bytes arrive as one character per byte; bytes that are not UTF-8 are a 400."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise InvalidRequestError(
+            errors={name: ["Send this header as UTF-8 text (or plain ASCII)."]}
+        ) from None
 
 
 def _user_rows(queryset: Any, user: Any) -> Any:
@@ -215,6 +272,8 @@ class JobFilterSerializer(serializers.Serializer):
             401: E401,
             403: E403,
             413: E413,
+            415: E415,
+            429: E429,
         },
     ),
     retrieve=extend_schema(
@@ -285,6 +344,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         if not can_submit(user, handle):
             raise KindNotAllowedError()
         assert handle is not None
+        if not operator and data.get("run_at") is not None and data["run_at"] < clock.now():
+            data["run_at"] = None  # a member's past run_at is now: no jumping the queue
         payload = data.get("payload")
         # With OUTBOX "required" enqueue needs a transaction around it; otherwise it runs its
         # own short one, which also stores job.created with the job (so that event reaches
@@ -319,7 +380,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         header = request.headers.get("Idempotency-Key")
         if header is None:
             return field
-        header = header.strip()
+        header = _utf8_header(header, "Idempotency-Key").strip()
         limit = Job._meta.get_field("idempotency_key").max_length or 400
         if not header or len(header) > limit:
             raise InvalidRequestError(
@@ -351,12 +412,21 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "A queued or waiting job is cancelled at once; a running job is asked to stop "
             "(its runner sees ctx.cancelled). 409 if the job has already ended."
         ),
-        request=None,
-        responses={200: JobSerializer, 401: E401, 403: E403, 404: E404, 409: E409},
+        request=CancelSerializer,
+        responses={
+            200: JobSerializer,
+            400: E400,
+            401: E401,
+            403: E403,
+            404: E404,
+            409: E409,
+            415: E415,
+        },
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
+        CancelSerializer(data=request.data).is_valid(raise_exception=True)
         try:
             return Response(_as_seen_by(request.user, operations.cancel(job.pk)))
         except NotCancellable as exc:
@@ -377,7 +447,15 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "cancelled children, down the tree, and the job waits for them: operators only."
         ),
         request=RetrySerializer,
-        responses={200: JobSerializer, 400: E400, 401: E401, 403: E403, 404: E404, 409: E409},
+        responses={
+            200: JobSerializer,
+            400: E400,
+            401: E401,
+            403: E403,
+            404: E404,
+            409: E409,
+            415: E415,
+        },
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
@@ -417,7 +495,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "paginated like the list. Under the parent's authorization: a member sees the "
             "children of their own jobs; another member's job is 404."
         ),
-        responses={200: JobSerializer(many=True), 401: E401, 404: E404},
+        responses={200: JobSerializer(many=True), 400: E400, 401: E401, 404: E404},
     )
     @action(detail=True, methods=["get"])
     def children(self, request: Request, pk: str | None = None) -> Response:
@@ -467,7 +545,15 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "Operators schedule any kind; members schedule kinds that are member-safe and "
             "schedulable, and own what they add."
         ),
-        responses={201: ScheduleSerializer, 400: E400, 401: E401, 403: E403, 413: E413},
+        responses={
+            201: ScheduleSerializer,
+            400: E400,
+            401: E401,
+            403: E403,
+            413: E413,
+            415: E415,
+            429: E429,
+        },
     ),
     retrieve=extend_schema(
         operation_id="schedules_retrieve",
@@ -487,6 +573,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             403: E403,
             404: E404,
             413: E413,
+            415: E415,
         },
     ),
     destroy=extend_schema(
@@ -614,6 +701,7 @@ class JobsSchemaGenerator(SchemaGenerator):
 
 #: The request bodies the API reads; each refuses fields it does not name (KnownFieldsOnly).
 CLOSED_REQUEST_BODIES = (
+    "CancelRequest",
     "SubmitRequest",
     "RetryRequest",
     "ScheduleRequest",
@@ -631,7 +719,12 @@ def closed_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, An
 
 
 class SchemaView(SpectacularAPIView):
-    """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON."""
+    """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON.
+
+    The schema is built once per process and language (building it takes a good part of a
+    second): ``built`` holds it until a setting changes. Refusals are the API's JSON errors
+    (``?format=xml`` is a 404 saying which formats there are).
+    """
 
     generator_class = JobsSchemaGenerator
     authentication_classes: list[Any] = []
@@ -650,9 +743,45 @@ class SchemaView(SpectacularAPIView):
         ],
     }
 
+    #: The built schema, by language (``clear_built_schemas`` empties it).
+    built: ClassVar[dict[str, dict[str, Any]]] = {}
+
     @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
+
+    def _get_schema_response(self, request: Request) -> Response:
+        language = translation.get_language() or ""
+        schema = self.built.get(language)
+        if schema is None:
+            generator = self.generator_class(urlconf=self.urlconf, patterns=self.patterns)
+            schema = generator.get_schema(request=None, public=self.serve_public)
+            self.built[language] = schema
+        suffix = self.perform_content_negotiation(request, force=True)[0].format
+        return Response(
+            data=schema,
+            headers={"Content-Disposition": f'inline; filename="django_jobs API.{suffix}"'},
+        )
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, Http404) and self.request.query_params.get("format"):
+            exc = NotFoundError(
+                "The schema comes as YAML (the default, or ?format=yaml) or JSON (?format=json)."
+            )
+        response = super().handle_exception(exc)
+        # An error is JSON, whatever format the schema was asked in.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return response
+
+
+@receiver(setting_changed)
+def clear_built_schemas(*, setting: str, **kwargs: Any) -> None:
+    """A setting may change the schema (page sizes, drf-spectacular's): build it again."""
+    SchemaView.built.clear()
 
 
 __all__ = ["JobViewSet", "JobsAPIMixin", "ScheduleViewSet", "SchemaView"]

@@ -15,17 +15,20 @@ the job streams no longer need them (see their docstrings).
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 from django_eventstream.channelmanager import DefaultChannelManager
 from django_eventstream.storage import DjangoModelStorage
 
 from .fanout import sse_uses_redis
 from .payloads import channel_for_user, is_jobs_channel
+from .quota import RETRY_AFTER, StreamSlot, open_stream, refusal_message
 from .redis_sse import ensure_subscription
 from .relay import relay
 from .signin import SignIn, session_key_of
@@ -135,6 +138,23 @@ def needs_asgi() -> HttpResponse:
     )
 
 
+def too_many_streams() -> HttpResponse:
+    response = JsonResponse({"code": "TOO_MANY_STREAMS", "message": refusal_message()}, status=429)
+    response["Retry-After"] = str(RETRY_AFTER)
+    return response
+
+
+async def _holding(slot: StreamSlot, content: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``content``, giving the stream's slot back when it ends."""
+    try:
+        async for part in content:
+            yield part
+    finally:
+        slot.release()
+
+
+# It changes nothing: another method than GET is the JSON 405 below, not the CSRF check's page.
+@csrf_exempt
 def events(request: HttpRequest) -> HttpResponseBase:
     """``GET events/``: the caller's live job events as Server-Sent Events (SPEC §8)."""
     if request.method != "GET":
@@ -156,12 +176,17 @@ def events(request: HttpRequest) -> HttpResponseBase:
         return needs_asgi()
     channel = channel_for_user(user)
     assert channel is not None
+    slot = open_stream(user)
+    if slot is None:
+        return too_many_streams()
     if sse_uses_redis():
         content: Any = ensure_subscription(stream(channel, after, sign_in))
     else:
         relay.ensure_started()
         content = stream(channel, after, sign_in)
-    response = StreamingHttpResponse(content, content_type="text/event-stream")
+    response = StreamingHttpResponse(_holding(slot, content), content_type="text/event-stream")
+    # Also when the body never starts: the server closes every response it sent.
+    response._resource_closers.append(slot.release)  # type: ignore[attr-defined]
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

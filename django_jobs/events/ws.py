@@ -23,6 +23,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from .fanout import layer_is_local
 from .origin import origin_allowed
 from .payloads import group_for_user
+from .quota import REFUSED_CODE, StreamSlot, open_stream
 from .relay import relay
 from .signin import RECHECK_EVERY, SignIn, session_key_of
 
@@ -35,6 +36,7 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
     group: str | None = None
     loop: asyncio.AbstractEventLoop | None = None
     watch: asyncio.Task[None] | None = None
+    slot: StreamSlot | None = None
     #: The close code sent when the user's sign-in ended.
     SIGNED_OUT = 4401
 
@@ -49,6 +51,11 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
                 "one web process, channels_redis for a fleet)."
             )
             await self.close()
+            return
+        self.slot = await database_sync_to_async(open_stream)(user)
+        if self.slot is None:  # JOBS["MAX_STREAMS_PER_USER"] (events.quota)
+            await self.accept()
+            await self.close(code=REFUSED_CODE, reason="too many streams")
             return
         group = await database_sync_to_async(group_for_user)(user)
         if not await self._join(group):
@@ -102,6 +109,8 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         return False
 
     async def disconnect(self, code: Any) -> None:
+        if self.slot is not None:
+            self.slot.release()
         if self.watch is not None and self.watch is not asyncio.current_task():
             self.watch.cancel()
         if self.group is not None and self.channel_layer is not None:

@@ -34,6 +34,8 @@ from .stats import LATENCY_SAMPLE, percentile, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 QUANTILES = (0.5, 0.95, 0.99)
+#: Challenges a browser answers with its own sign-in prompt.
+PROMPTING_SCHEMES = frozenset({"basic", "digest", "negotiate", "ntlm"})
 
 __all__ = ["CONTENT_TYPE", "metrics_text", "metrics_view"]
 
@@ -49,8 +51,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             status=401,
             content_type="text/plain; charset=utf-8",
         )
-        if challenge:
-            response["WWW-Authenticate"] = challenge
+        response["WWW-Authenticate"] = challenge or 'Session realm="api"'
         return response
     if not is_operator(user):
         return HttpResponse(
@@ -136,8 +137,11 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     challenge = None
     for authenticator in authenticators:
         challenge = authenticator.authenticate_header(request)
-        if challenge:
+        # Never Basic (nor another scheme a browser prompts for, then caches the answer of):
+        # a scraper sends its credentials up front (docs/security.md).
+        if challenge and challenge.split(None, 1)[0].lower() not in PROMPTING_SCHEMES:
             break
+        challenge = None
     if "HTTP_AUTHORIZATION" not in request.META:
         return user, challenge
     try:

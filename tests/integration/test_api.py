@@ -226,7 +226,7 @@ def test_members_see_only_their_own_jobs(member, other, operator, api_users):
     assert [j["id"] for j in listing["results"]] == [j.pk for j in reversed(mine)]  # newest first
     assert set(listing) == {"count", "next", "previous", "results"}
     assert member.get(f"/api/jobs/{theirs.pk}/").status_code == 404
-    assert member.post(f"/api/jobs/{theirs.pk}/cancel/").status_code == 404
+    assert member.post(f"/api/jobs/{theirs.pk}/cancel/", {}, format="json").status_code == 404
     assert member.get("/api/jobs/", {"kind": "demo.hello"}).json()["count"] == 3
     assert member.get("/api/jobs/stats/").status_code == 403
     assert other.get("/api/jobs/").json()["count"] == 1
@@ -329,10 +329,10 @@ def test_non_numeric_id_is_a_json_404(member):
 
 def test_cancel_then_409(member, api_users):
     job = lookup("demo.hello").as_user(api_users.member, "c")
-    response = member.post(f"/api/jobs/{job.pk}/cancel/")
+    response = member.post(f"/api/jobs/{job.pk}/cancel/", {}, format="json")
     assert response.status_code == 200
     assert response.json()["state"] == "cancelled"
-    again = member.post(f"/api/jobs/{job.pk}/cancel/")
+    again = member.post(f"/api/jobs/{job.pk}/cancel/", {}, format="json")
     assert again.status_code == 409
     assert again.json()["code"] == "NOT_CANCELLABLE"
 
@@ -487,7 +487,8 @@ def test_anonymous_is_401_with_a_challenge(api_client):
     response = api_client().get("/api/jobs/")
     assert response.status_code == 401
     assert response.json()["code"] == "NOT_AUTHENTICATED"
-    assert response.headers["WWW-Authenticate"].startswith("Basic")
+    # Not Basic: a browser would prompt, then cache the credentials (docs/security.md).
+    assert response.headers["WWW-Authenticate"] == 'Session realm="api"'
 
 
 def test_basic_auth(api_users, api_client):

@@ -47,9 +47,9 @@ def _request(client: Any, action: str, member: Any) -> Any:
     hello = lookup("demo.hello")
     if action in ("detail", "cancel"):
         job = hello.as_user(member, "matrix")
-        verb = "get" if action == "detail" else "post"
-        suffix = "" if action == "detail" else "cancel/"
-        return getattr(client, verb)(f"/api/jobs/{job.pk}/{suffix}", format="json")
+        if action == "detail":
+            return client.get(f"/api/jobs/{job.pk}/", format="json")
+        return client.post(f"/api/jobs/{job.pk}/cancel/", {}, format="json")
     if action == "retry":
         job = hello.as_user(member, "matrix")
         operations.cancel(job.pk)

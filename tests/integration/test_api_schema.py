@@ -205,8 +205,8 @@ def test_real_answers_match_the_schema(api_schema, wsgi_app, api_users):
     call("member", "GET", "/api/jobs/?page_size=2", "/api/jobs/")
     call("member", "GET", f"/api/jobs/{step_job.pk}/", "/api/jobs/{id}/")
     job_url = f"/api/jobs/{submitted['id']}"
-    call("member", "POST", f"{job_url}/cancel/", "/api/jobs/{id}/cancel/")
-    call("member", "POST", f"{job_url}/cancel/", "/api/jobs/{id}/cancel/", status=409)
+    call("member", "POST", f"{job_url}/cancel/", "/api/jobs/{id}/cancel/", {})
+    call("member", "POST", f"{job_url}/cancel/", "/api/jobs/{id}/cancel/", {}, 409)
     call("member", "POST", f"{job_url}/retry/", "/api/jobs/{id}/retry/", {})
     call(
         "operator",

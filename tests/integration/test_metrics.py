@@ -89,7 +89,8 @@ def operator(django_user_model):
 def test_anonymous_gets_401_with_a_challenge(client):
     response = client.get("/metrics/")
     assert response.status_code == 401
-    assert response["WWW-Authenticate"].startswith("Basic")
+    # Not Basic: a browser would prompt, then cache the credentials (docs/security.md).
+    assert response["WWW-Authenticate"] == 'Session realm="api"'
     assert "operator" in response.content.decode()
 
 

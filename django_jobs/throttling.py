@@ -1,0 +1,74 @@
+"""Throttles kept in the jobs database, so that a budget holds across every web process.
+
+A budget is a rate such as ``"60/m"`` (``durations.parse_rate``) spent by a key: ``member:<pk>``
+for a member's submits and schedule creations (``JOBS["MEMBER_RATE"]``), ``auth:<address>`` for
+refused credentials (``JOBS["AUTH_FAILURE_RATE"]``). Each key has one ``Throttle`` row, updated
+under a row lock (a generic cell rate algorithm: the row holds the moment the budget is whole
+again), so two processes never both spend the last unit. Django's cache would also do, but its
+default backend is per process: a project would need a shared ``CACHES`` for the limit to mean
+anything, and a forgotten setting would silently multiply the rate by the number of processes.
+
+Times come from ``clock.now()``: tests move the clock, they never sleep.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from . import clock
+from .conf import jobs_settings
+from .durations import parse_rate
+from .models import Throttle
+
+__all__ = ["retry_after", "spend", "waiting"]
+
+
+def _shape(rate: str) -> tuple[timedelta, timedelta]:
+    """A rate's interval between two requests and the burst it tolerates."""
+    count, window = parse_rate(rate)
+    interval = window / count
+    return interval, window - interval
+
+
+def spend(key: str, rate: str, *, now: datetime | None = None) -> float | None:
+    """Spend one unit of ``key``'s budget: ``None`` if it was there, else the seconds until it
+    is (nothing is spent then)."""
+    interval, tolerance = _shape(rate)
+    now = now or clock.now()
+    alias = jobs_settings.DATABASE
+    rows = Throttle.objects.using(alias)
+    with transaction.atomic(using=alias):
+        row = rows.select_for_update().filter(key=key).first()
+        if row is None:
+            rows.filter(until__lt=now).delete()  # spent budgets that are whole again
+            rows.bulk_create([Throttle(key=key, until=now)], ignore_conflicts=True)
+            row = rows.select_for_update().get(key=key)
+        start = max(row.until, now)
+        if start - now > tolerance:
+            return (start - now - tolerance).total_seconds()
+        row.until = start + interval
+        row.save(using=alias, update_fields=["until"])
+    return None
+
+
+def waiting(key: str, rate: str, *, now: datetime | None = None) -> float | None:
+    """Like ``spend``, without spending: ``None`` while the budget has a unit left."""
+    _interval, tolerance = _shape(rate)
+    now = now or clock.now()
+    until = (
+        Throttle.objects.using(jobs_settings.DATABASE)
+        .filter(key=key)
+        .values_list("until", flat=True)
+        .first()
+    )
+    if until is None or until - now <= tolerance:
+        return None
+    return (until - now - tolerance).total_seconds()
+
+
+def retry_after(seconds: float) -> int:
+    """Seconds as a ``Retry-After`` value: whole, and at least 1."""
+    return max(1, math.ceil(seconds))
