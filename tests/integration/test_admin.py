@@ -375,6 +375,35 @@ def test_operators_retry_cancel_and_resolve_from_the_job_page(operator, stepped_
     assert client.post(f"{JOBS}999999/retry/", {"csrfmiddlewaretoken": token}).status_code == 404
 
 
+def test_a_running_job_whose_cancel_was_requested_shows_it_instead_of_the_button(operator, frozen):
+    job = Job.objects.create(
+        kind="test.noop",
+        state="running",
+        attempts=1,
+        worker_id="host:1:default:abcd1234",
+        created_at=NOW,
+        run_at=NOW,
+        started_at=NOW,
+    )
+    client = signed_in(operator, enforce_csrf_checks=True)
+    page = f"{JOBS}{job.pk}/change/"
+    response = client.get(page)
+    html = response.content.decode()
+    assert f'action="{JOBS}{job.pk}/cancel/"' in html and 'value="Ask to cancel"' in html
+    assert 'value="Cancel requested"' not in html
+
+    token = response.cookies["csrftoken"].value
+    response = client.post(f"{JOBS}{job.pk}/cancel/", {"csrfmiddlewaretoken": token}, follow=True)
+
+    html = response.content.decode()
+    assert f"Job #{job.pk} is running: cancel requested." in html
+    # Not offered again: the button says the cancel is requested, and cannot be pressed.
+    assert f'action="{JOBS}{job.pk}/cancel/"' not in html and "Ask to cancel" not in html
+    button = re.search(r"<input[^>]*value=\"Cancel requested\"[^>]*>", html).group(0)
+    assert "disabled" in button
+    assert Job.objects.get(pk=job.pk).cancel_requested is True
+
+
 # -- a staff user with view permission only -------------------------------------------------------
 
 
