@@ -304,10 +304,14 @@ def test_schedule_list(operator, db, django_assert_max_num_queries):
 
 def test_pages_follow_the_event_stream_when_it_is_routed(operator, stepped_job):
     client = signed_in(operator)
-    for url in (OVERVIEW, f"{JOBS}{stepped_job.pk}/change/"):
+    # The overview follows every event; a job's page that job's stream only.
+    for url, events in (
+        (OVERVIEW, "/api/jobs/events/"),
+        (f"{JOBS}{stepped_job.pk}/change/", f"/api/jobs/events/?job={stepped_job.pk}"),
+    ):
         html = client.get(url).content.decode()
         script = re.search(r"<script src=\"[^\"]*django_jobs/admin_live.js\"[^>]*>", html).group(0)
-        assert 'data-events="/api/jobs/events/"' in script and "job.progress" in script
+        assert f'data-events="{events}"' in script and "job.progress" in script
         assert '<noscript><meta http-equiv="refresh" content="5"></noscript>' in html
     assert f'data-job="{stepped_job.pk}"' in html
 
