@@ -9,6 +9,7 @@ only that job's events. The tests wait on the other processes, never on time.
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from websockets.exceptions import InvalidStatus
@@ -17,6 +18,7 @@ from django_jobs.models import Job, JobEventRecord
 from testproject.jobs import count_to_100, fan
 from tests.conftest import SSEClient, session_cookie, wait_until
 from tests.integration.test_events_live import WSClient
+from tests.integration.test_events_redis import REDIS_URL, redis_server  # noqa: F401
 from tests.integration.test_events_security import raw_status
 
 pytestmark = pytest.mark.process
@@ -72,8 +74,16 @@ def row_ids(*jobs: Job) -> list[int]:
     )
 
 
-def test_a_job_stream_carries_that_jobs_events_only_while_another_job_runs(live, users, tmp_path):
-    _, server = live
+@pytest.mark.parametrize("transport", ["database", "redis"])
+def test_a_job_stream_carries_that_jobs_events_only_while_another_job_runs(
+    spawn, asgi_server, users, tmp_path, transport, request
+):
+    env = {}
+    if transport == "redis":  # the fleet option: both transports through Redis
+        request.getfixturevalue("redis_server")
+        env = {"JOBS_EVENTS_REDIS": REDIS_URL, "JOBS_EVENTS_REDIS_PREFIX": f"t{uuid.uuid4().hex}"}
+    spawn("runjobs", "--concurrency", "3", env=env)
+    server = asgi_server(env=env)
     alice = users["alice"]
     cookie = session_cookie(alice)
     hold = tmp_path / "go-on"
