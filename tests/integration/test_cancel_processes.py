@@ -32,8 +32,13 @@ def state_of(job: Job) -> str:
     return job.state
 
 
-def test_cancel_of_a_running_job_ends_it_cancelled_within_two_seconds(spawn, api_users, api_client):
-    worker = spawn("runjobs", "--concurrency", "2", env=LEASE)
+@pytest.mark.parametrize("poll", [None, "5s"], ids=["default-poll", "slow-poll"])
+def test_cancel_of_a_running_job_ends_it_cancelled_within_two_seconds(
+    spawn, api_users, api_client, poll
+):
+    # A slow poll: on SQLite the cancels are still read at least every second.
+    env = {**LEASE, **({"JOBS_POLL_INTERVAL": poll} if poll else {})}
+    worker = spawn("runjobs", "--concurrency", "2", env=env)
     worker.wait_for_output("ready")
     if on_postgres():
         wait_until(someone_listens, message="the worker never LISTENed")
