@@ -44,7 +44,10 @@ DEADLOCK = "40P01"
 
 
 def cancel(job_id: int) -> dict[str, Any]:
-    """Cancel a job: at once unless it is running (then the runner sees ``ctx.cancelled``).
+    """Cancel a job: at once unless it is running. A running job's ``cancel_requested`` is
+    set and its worker told (on PostgreSQL by a NOTIFY sent on commit; on SQLite the worker
+    reads it at its poll interval): its runner sees ``ctx.cancelled`` within about a second,
+    and the job JSON returned says ``cancel_requested`` until the job ends.
 
     Its children that have not ended are cancelled too, down the tree, in the same transaction.
     That transaction locks the parent, then its children; a worker recording a child's end
@@ -76,10 +79,16 @@ def _cancel(job_id: int) -> dict[str, Any]:
         if job.state == JobState.RUNNING:
             job.cancel_requested = True
             job.save(using=alias, update_fields=["cancel_requested"])
+            if job.worker_id:
+                store.notify_cancel([(job.worker_id, job.pk)])
         else:
             # Ending the row also disarms a waiting job's re-ask: nothing claims it again.
             job.state, job.ended_at, job.wait_reason = JobState.CANCELLED, now, None
-            job.save(using=alias, update_fields=["state", "ended_at", "wait_reason"])
+            job.cancel_requested = False
+            job.save(
+                using=alias,
+                update_fields=["state", "ended_at", "wait_reason", "cancel_requested"],
+            )
             store.children_ended([job.parent_id], now)
             publish_after_commit("job.cancelled", job, alias=alias)
         if job.children_total:

@@ -29,7 +29,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from .conf import jobs_settings
 from .models import Job
 from .permissions import is_operator
-from .states import JobState
+from .states import ENDED_STATES, JobState
 
 if TYPE_CHECKING:
     from .models import Job, JobStep
@@ -67,6 +67,11 @@ def _ended_error(job: Job) -> str | None:
 
 def _wait_reason(job: Job) -> str | None:
     return job.wait_reason if job.state == JobState.WAITING else None
+
+
+def _cancel_requested(job: Job) -> bool:
+    # SPEC §7: from the moment a cancel of a running job is accepted until it ends.
+    return bool(job.cancel_requested) and job.state not in ENDED_STATES
 
 
 def _progress(key: str) -> Callable[[Job], Any]:
@@ -222,6 +227,12 @@ JOB_FIELDS: tuple[JobField, ...] = (
         JsonType.COUNTS,
         null=True,
         help="Null for a job without children; else their count per state, and total.",
+    ),
+    JobField(
+        "cancel_requested",
+        _cancel_requested,
+        JsonType.BOOLEAN,
+        help="True from the moment a cancel of the running job is accepted until it ends.",
     ),
 )
 

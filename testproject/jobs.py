@@ -113,6 +113,19 @@ def fleet(ctx):
     _record(ctx, "fleet")
 
 
+@job("test.until_cancelled", idempotency_key="payload", retry=Retry(attempts=1))
+def until_cancelled(ctx):
+    """Looks at ``ctx.cancelled`` every 0.1 s for up to ``seconds`` (default 60), then returns."""
+    _record(ctx, "until-cancelled-start")
+    deadline = time.monotonic() + float((ctx.payload or {}).get("seconds", 60))
+    while time.monotonic() < deadline:
+        if ctx.cancelled:
+            _record(ctx, "until-cancelled-saw-cancel")
+            return {"stopped": "cancelled"}
+        time.sleep(0.1)
+    return {"stopped": "time"}
+
+
 # --- kinds used by the REST API tests (django_jobs.api) --------------------------------------
 
 

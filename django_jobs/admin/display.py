@@ -176,9 +176,13 @@ def events_url() -> str | None:
 
 
 def live_context(job_id: int | None = None) -> dict[str, Any]:
-    """What the pages' live-update script needs (see ``django_jobs/admin_live.js``)."""
+    """What the pages' live-update script needs (see ``django_jobs/admin_live.js``); a job's
+    page follows that job's stream only (its events and its children's)."""
+    url = events_url()
+    if url is not None and job_id is not None:
+        url = f"{url}?job={int(job_id)}"
     return {
-        "djj_events_url": events_url(),
+        "djj_events_url": url,
         "djj_event_types": json.dumps(list(EVENT_TYPES)),
         "djj_live_job": job_id,
         "djj_refresh_seconds": REFRESH_SECONDS,

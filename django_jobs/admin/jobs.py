@@ -409,7 +409,11 @@ class JobAdmin(admin.ModelAdmin):
             "djj_log": [str(line) for line in (job.log or [])],
             "djj_operator": operator,
             "djj_can_retry": operator and job.state in RETRYABLE_STATES,
-            "djj_can_cancel": operator and job.state not in ENDED_STATES,
+            # A running job whose cancel was requested shows that instead of the button.
+            "djj_cancel_requested": job.state == JobState.RUNNING and job.cancel_requested,
+            "djj_can_cancel": operator
+            and job.state not in ENDED_STATES
+            and not (job.state == JobState.RUNNING and job.cancel_requested),
             "djj_unknown_steps": [s.name for s in steps if s.state == StepState.UNKNOWN]
             if operator
             else [],
@@ -477,7 +481,10 @@ class JobAdmin(admin.ModelAdmin):
             state = operations.cancel(job.pk)["state"]
             if state == JobState.CANCELLED:
                 return f"Job #{job.pk} was cancelled."
-            return f"Job #{job.pk} is running: its runner was asked to stop (ctx.cancelled)."
+            return (
+                f"Job #{job.pk} is running: cancel requested. Its runner sees ctx.cancelled "
+                "within about a second; the job ends cancelled once it stops."
+            )
 
         return self._operate(request, object_id, act)
 

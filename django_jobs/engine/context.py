@@ -39,6 +39,9 @@ class LiveState:
         self.new_lines: list[str] = []
         self.progress_changed = False
         self.cancel_requested = bool(job.cancel_requested)
+        #: The runner read ``ctx.cancelled`` as true because of a cancel request: if it then
+        #: returns, it stopped because of it, and the job ends ``cancelled``.
+        self.cancel_seen = False
         # What the outcome took (new log lines, progress changed) for the worker to publish.
         self.final: tuple[list[str], bool] = ([], False)
         self.deadline: datetime | None = None
@@ -132,7 +135,10 @@ class JobContext:
 
     @property
     def cancelled(self) -> bool:
-        return self.live.cancel_requested or self.timed_out
+        if self.live.cancel_requested:
+            self.live.cancel_seen = True
+            return True
+        return self.timed_out
 
     def check_cancelled(self) -> None:
         """Raise ``Cancelled`` once a cancel was requested (``JobTimeout`` past the timeout)."""

@@ -132,6 +132,36 @@ class Executor:
     def run(self, job: Job, live: LiveState | None = None) -> Outcome:
         live = live or LiveState(job)
         started = clock.now()
+        if live.cancel_requested:
+            # Cancelled while it waited for its turn (in the worker's local queue, or queued
+            # again after a request that came as an attempt ended): the runner never starts.
+            return self._cancelled(
+                job,
+                started,
+                live,
+                f"Job #{job.pk} was cancelled before its runner started.",
+            )
+        outcome = self._run(job, live, started)
+        if live.cancel_requested and (
+            outcome.state in (JobState.QUEUED, JobState.WAITING)
+            or (outcome.state == JobState.SUCCEEDED and live.cancel_seen)
+        ):
+            # A cancelled job does not go on (no retry, no wait), and a runner that saw
+            # ``ctx.cancelled`` and returned stopped because of it: the job ends
+            # ``cancelled``, what it returned kept as its result.
+            outcome.state, outcome.run_at, outcome.wait_reason = JobState.CANCELLED, None, None
+            outcome.error = cap_error(
+                f"{Cancelled.code}: Job #{job.pk} was cancelled while it ran; its runner "
+                "stopped." + (f"\nIts last error: {outcome.error}" if outcome.error else "")
+            )
+        return outcome
+
+    def _cancelled(self, job: Job, started: datetime, live: LiveState, message: str) -> Outcome:
+        outcome = self._base(job, started, JobState.CANCELLED, live)
+        outcome.error = cap_error(f"{Cancelled.code}: {message}")
+        return outcome
+
+    def _run(self, job: Job, live: LiveState, started: datetime) -> Outcome:
         handle = get(job.kind)
         if handle is None:
             return self._stop(

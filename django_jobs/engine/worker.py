@@ -5,6 +5,13 @@ executor threads drain it; one keeper thread records outcomes, flushes progress 
 heartbeats leases and rescues jobs whose worker died; where the store ``supports_listen``
 (PostgreSQL) one listener thread turns a notification into an immediate wake-up (the poll
 stays as a fallback: a notification is a hint, the claim is the truth).
+
+Cancels of running jobs: the listener thread also hears this worker's own cancel channel
+(``Store.notify_cancel``, sent by the cancel's transaction); without ``supports_listen`` the
+keeper reads ``cancel_requested`` of the worker's running jobs at the poll interval (at most
+every second). Either way the job's ``LiveState`` is flagged, so ``ctx.cancelled`` turns true
+within about a second of the request, and a job still waiting in the local queue ends
+``cancelled`` without its runner starting. The heartbeat also brings the flags, as a fallback.
 """
 
 from __future__ import annotations
@@ -236,6 +243,8 @@ class Worker:
             with self.running_lock:
                 self.in_flight -= len(unstarted)
                 self.unfinished -= len(unstarted)
+                for job_id in unstarted:
+                    self.running.pop(job_id, None)
         for _ in self.threads:
             self.local.put(_STOP)
         for thread in self.threads:
@@ -295,6 +304,10 @@ class Worker:
                     with self.running_lock:
                         self.in_flight += len(claimed)
                         self.unfinished += len(claimed)
+                        # Held from the claim on: a cancel flags a job still in the local
+                        # queue too (``_cancels_heard``).
+                        for job in claimed:
+                            self.running[job.pk] = (job, LiveState(job))
                     for job in claimed:
                         self.local.put(job)
                     idle_checks = 0
@@ -311,19 +324,47 @@ class Worker:
 
     def _listen(self) -> None:
         # Only where the store supports_listen (the caller checks).
-        while not self.stopping.is_set():
-            try:
-                listener = self.store.listen_for_jobs()
+        cancels = self.store.cancel_channel(self.worker_id)
+        try:
+            while not self.stopping.is_set():
                 try:
-                    self.wake.set()  # we may have missed notifications while (re)connecting
-                    while not self.stopping.is_set():
-                        if self.engine in listener.wait(0.5):
-                            self.wake.set()
-                finally:
-                    listener.close()
-            except Exception:
-                logger.warning("LISTEN connection lost; polling until it is back.", exc_info=True)
-                self.stopping.wait(1.0)
+                    listener = self.store.listen_for_jobs(self.worker_id)
+                    try:
+                        # We may have missed notifications while (re)connecting.
+                        self.wake.set()
+                        self._cancels_heard(self.store.cancels_requested(self.worker_id))
+                        while not self.stopping.is_set():
+                            heard = listener.wait_notifications(0.5)
+                            if any(c != cancels and p == self.engine for c, p in heard):
+                                self.wake.set()
+                            self._cancels_heard([int(p) for c, p in heard if c == cancels])
+                    finally:
+                        listener.close()
+                except Exception:
+                    logger.warning(
+                        "LISTEN connection lost; polling until it is back.", exc_info=True
+                    )
+                    connections[self.alias].close()
+                    self.stopping.wait(1.0)
+        finally:
+            connections.close_all()
+
+    def _cancels_heard(self, job_ids: list[int]) -> None:
+        """Flag the cancels of these jobs, if this worker still holds them."""
+        with self.running_lock:
+            for job_id in job_ids:
+                entry = self.running.get(job_id)
+                if entry is not None and not entry[1].cancel_requested:
+                    entry[1].cancel_requested = True
+                    logger.info("Job %s: cancel requested; its runner sees ctx.cancelled.", job_id)
+
+    def _read_cancels(self) -> None:
+        """Without LISTEN: read which of this worker's running jobs have a cancel requested."""
+        with self.running_lock:
+            if not self.running:
+                return
+        flagged = self._retry_db(lambda: self.store.cancels_requested(self.worker_id))
+        self._cancels_heard(flagged or [])
 
     # -- executing ----------------------------------------------------------------------------
 
@@ -435,8 +476,9 @@ class Worker:
         self.threads[slot] = self._start_executor(slot)
 
     def _execute(self, job: Job, slot: int) -> None:
-        live = LiveState(job)
         with self.running_lock:
+            entry = self.running.get(job.pk)
+            live = entry[1] if entry is not None else LiveState(job)
             self.running[job.pk] = (job, live)
         publish("job.started", job)
         logged = logger.isEnabledFor(logging.INFO)  # per job: nothing built when it is off
@@ -472,6 +514,10 @@ class Worker:
         next_rescue = time.monotonic() + rescue_every
         next_tick = time.monotonic() + 1.0
         next_prune = time.monotonic() + 60.0
+        # Without LISTEN, cancels are read at the poll interval (at most every second).
+        read_cancels = not self.store.supports_listen
+        cancels_every = min(self.poll, 1.0)
+        next_cancels = time.monotonic()
         done = False
         try:
             while not done:
@@ -499,6 +545,9 @@ class Worker:
                 if now >= next_beat:
                     self._heartbeat()
                     next_beat = now + beat_every
+                if read_cancels and now >= next_cancels:
+                    self._read_cancels()
+                    next_cancels = now + cancels_every
                 if now >= next_rescue:
                     self._rescue()
                     next_rescue = now + rescue_every
@@ -546,11 +595,7 @@ class Worker:
             self._retry_db(lambda: self.store.heartbeat(self.worker_id, clock.now() + self.lease))
             or {}
         )
-        with self.running_lock:
-            for job_id, cancel in flags.items():
-                entry = self.running.get(job_id)
-                if entry is not None and cancel:
-                    entry[1].cancel_requested = True
+        self._cancels_heard([job_id for job_id, cancel in flags.items() if cancel])
 
     def _tick_schedules(self) -> None:
         try:

@@ -99,9 +99,13 @@ def publish_sse(rows: list[StoredEvent]) -> None:
 
 
 def ws_messages(rows: list[StoredEvent]) -> list[tuple[str, dict[str, Any]]]:
-    """The ``group_send`` calls of the rows: each group with its reader's text."""
+    """The ``group_send`` calls of the rows: each group with its reader's text (and the
+    event's job id, for the sockets that follow one job)."""
     return [
-        (group, {"type": WS_MESSAGE_TYPE, "text": text_for_group(row.data, group)})
+        (
+            group,
+            {"type": WS_MESSAGE_TYPE, "text": text_for_group(row.data, group), "job": row.job_id},
+        )
         for row in rows
         for group in ws_groups(row.owner)
     ]

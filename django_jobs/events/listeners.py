@@ -3,7 +3,8 @@
 A stream (``streams.stream``) registers a ``Listener`` on its channel; the relay, or the Redis
 subscription, hands each stored event to ``listeners.deliver``, which queues the channel's text
 on every listener of the event's channels and wakes its loop. A listener more than
-``MAX_PENDING`` events behind is marked ``overflow`` and re-reads the rows instead.
+``MAX_PENDING`` events behind is marked ``overflow`` and re-reads the rows instead. A listener
+that follows one job (``follow``) is handed only that job's events and its children's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..store.event_rows import StoredEvent
-from .payloads import sse_channels, text_for_channel
+from .payloads import JobFollow, sse_channels, text_for_channel
 
 #: Live events queued per stream; past this, the stream re-reads the rows (it loses nothing).
 MAX_PENDING = 10
@@ -29,6 +30,8 @@ class Listener:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     pending: list[tuple[int, str, str]] = field(default_factory=list)
     overflow: bool = False
+    #: One job's stream: only its events and its children's (``None``: every event).
+    follow: JobFollow | None = None
 
 
 class Listeners:
@@ -60,6 +63,9 @@ class Listeners:
                         continue
                     text = text_for_channel(row.data, channel)
                     for listener in members:
+                        follow = listener.follow
+                        if follow is not None and not follow.wants(row.job_id, row.data):
+                            continue
                         if len(listener.pending) < MAX_PENDING:
                             listener.pending.append((row.id, row.type, text))
                         else:

@@ -12,11 +12,15 @@ text is chosen per address on delivery, live and on replay, over SSE and WebSock
 Addresses: an event about a job reaches its owner and operators; an event about a job with
 no owner reaches operators only. Operators listen on one address that carries every event,
 so an operator who owns a job hears each of its events once.
+
+One job's stream (``?job=ID``, SPEC §8) listens on its reader's address and keeps only that
+job's events and its children's (``JobFollow``), for whoever may see the job (``may_follow``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..permissions import is_operator
@@ -103,3 +107,56 @@ def group_for_user(user: Any) -> str | None:
     if user is None or not getattr(user, "is_authenticated", False):
         return None
     return OPERATORS_GROUP if is_operator(user) else USER_GROUP_PREFIX + str(user.pk)
+
+
+#: The query parameter naming the one job a stream follows, and what its value must be: a
+#: job id as the API writes it (a positive whole number, no sign, no leading zero).
+JOB_PARAMETER = "job"
+JOB_ID = re.compile(r"[1-9][0-9]{0,17}")
+
+
+class JobFollow:
+    """Which events one job's stream carries: the job's own and its children's.
+
+    A child's events are known by their job JSON's ``parent`` (every event of a child carries
+    it), so a child spawned after the stream opened is followed too; the ids seen are kept,
+    so only a child's first event is parsed. Replay reads the same set from the rows
+    (``store.events.after(job=...)``).
+    """
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.ids = {job_id}
+        # In the compact job JSON a key's quotes are bare: inside a string they are escaped.
+        self._marker = f'"parent":{job_id}'
+
+    def wants(self, job_id: int, text: str) -> bool:
+        """Is the event of ``job_id`` with this JSON ``text`` one this stream carries?"""
+        if job_id in self.ids:
+            return True
+        if self._marker not in text:  # cheap: most events of other jobs stop here
+            return False
+        try:
+            parent = json.loads(text)["job"]["parent"]
+        except (ValueError, KeyError, TypeError):
+            return False
+        if parent != self.job_id:
+            return False
+        self.ids.add(job_id)
+        return True
+
+
+def may_follow(user: Any, job_id: int) -> bool:
+    """May ``user`` follow job ``job_id``'s events? Operators any job; a member their own.
+
+    A job that does not exist and another member's job give the same answer, so the streams
+    answer both alike (404) and ids cannot be probed."""
+    from ..conf import jobs_settings
+    from ..models import Job
+
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    jobs = Job.objects.using(jobs_settings.DATABASE).filter(pk=job_id)
+    if not is_operator(user):
+        jobs = jobs.filter(owner_id=user.pk)
+    return jobs.exists()

@@ -5,8 +5,9 @@ authenticators), picks the caller's one channel (``jobs-operators`` for operator
 ``jobs-user-<pk>`` for a member), reads what the request may carry, and hands over to
 ``streams.stream``. What a request may carry is exactly what docs/events.md lists: the
 ``Last-Event-ID`` header or the ``lastEventId`` query parameter, each ``<channel>:<id>`` as the
-stream sent it. Anything else (django-eventstream's own ``es-meta``, ``recover``, ``link``,
-``channel``...) is a 400 that says so.
+stream sent it, and ``job``, the id of the one job to follow (its events and its children's;
+404 unless the caller may see that job). Anything else (django-eventstream's own ``es-meta``,
+``recover``, ``link``, ``channel``...) is a 400 that says so.
 
 ``JobsChannelManager`` and ``JobEventStorage`` remain for projects whose settings name them;
 the job streams no longer need them (see their docstrings).
@@ -27,7 +28,14 @@ from django_eventstream.channelmanager import DefaultChannelManager
 from django_eventstream.storage import DjangoModelStorage
 
 from .fanout import sse_uses_redis
-from .payloads import channel_for_user, is_jobs_channel
+from .payloads import (
+    JOB_ID,
+    JOB_PARAMETER,
+    JobFollow,
+    channel_for_user,
+    is_jobs_channel,
+    may_follow,
+)
 from .quota import RETRY_AFTER, StreamSlot, open_stream, refusal_message
 from .redis_sse import ensure_subscription
 from .relay import relay
@@ -35,7 +43,7 @@ from .signin import SignIn, session_key_of
 from .streams import stream
 
 #: The query parameters the stream reads.
-QUERY_PARAMETERS = ("lastEventId",)
+QUERY_PARAMETERS = ("lastEventId", JOB_PARAMETER)
 #: An event id as the stream sends it: ``<channel>:<row id>``.
 EVENT_ID = re.compile(r"(?:jobs-operators|jobs-user-[^\s:,]{1,64}):(\d{1,18})")
 
@@ -51,13 +59,28 @@ class InvalidStreamRequest(ValueError):
 def last_event_id(request: HttpRequest) -> int | None:
     """The id to resume after (``Last-Event-ID``, else ``?lastEventId=``), or ``None``.
 
-    Raises ``InvalidStreamRequest`` for any query parameter but ``lastEventId`` and for an id
-    that is not ``<channel>:<number>``.
+    Raises ``InvalidStreamRequest`` for any query parameter but ``lastEventId`` and ``job``,
+    for an id that is not ``<channel>:<number>`` and for a ``job`` that is not a job id.
     """
+    return stream_query(request)[0]
+
+
+def stream_query(request: HttpRequest) -> tuple[int | None, int | None]:
+    """What the request asks of the stream: the event id to resume after (or ``None``) and
+    the job to follow (or ``None``: every event of the caller). ``InvalidStreamRequest``
+    names every part it does not accept (see ``last_event_id``)."""
     unknown = sorted(set(request.GET) - set(QUERY_PARAMETERS))
     errors: dict[str, list[str]] = {
-        name: ["Unknown parameter: the stream reads only lastEventId."] for name in unknown
+        name: ["Unknown parameter: the stream reads only lastEventId and job."] for name in unknown
     }
+    jobs = request.GET.getlist(JOB_PARAMETER)
+    if len(jobs) > 1:
+        errors[JOB_PARAMETER] = ["Send job once: a stream follows one job."]
+    elif jobs and JOB_ID.fullmatch(jobs[0]) is None:
+        errors[JOB_PARAMETER] = [
+            "Not a job id: send job=<id> (a positive whole number, as the API gives it) to "
+            "follow one job, or leave it out for all of your jobs."
+        ]
     values = request.GET.getlist("lastEventId")
     if len(values) > 1:
         errors["lastEventId"] = ["Send lastEventId once."]
@@ -71,7 +94,8 @@ def last_event_id(request: HttpRequest) -> int | None:
         ]
     if errors:
         raise InvalidStreamRequest(errors)
-    return int(found.group(1)) if found is not None else None
+    after = int(found.group(1)) if found is not None else None
+    return after, int(jobs[0]) if jobs else None
 
 
 def signed_in_user(request: HttpRequest) -> tuple[Any, SignIn] | None:
@@ -111,11 +135,23 @@ def invalid(errors: dict[str, list[str]]) -> HttpResponse:
         {
             "code": "INVALID_STREAM_REQUEST",
             "message": "The event stream accepts only a Last-Event-ID header or a lastEventId "
-            "query parameter, each '<channel>:<number>' as the stream sent it; leave out "
-            "everything else.",
+            "query parameter, each '<channel>:<number>' as the stream sent it, and a job "
+            "query parameter, the id of one job to follow; leave out everything else.",
             "errors": errors,
         },
         status=400,
+    )
+
+
+def job_not_found() -> HttpResponse:
+    """The answer for a job the caller may not follow, or that does not exist: the same, so
+    ids cannot be probed (as the API's 404)."""
+    return JsonResponse(
+        {
+            "code": "NOT_FOUND",
+            "message": "No job has this id, or it is not yours. GET the job list to see yours.",
+        },
+        status=404,
     )
 
 
@@ -169,21 +205,26 @@ def events(request: HttpRequest) -> HttpResponseBase:
         return unauthenticated()
     user, sign_in = signed_in
     try:
-        after = last_event_id(request)
+        after, job_id = stream_query(request)
     except InvalidStreamRequest as exc:
         return invalid(exc.errors)
     if isinstance(request, WSGIRequest):  # a WSGI server: a stream would hang, say why instead
         return needs_asgi()
+    follow = None
+    if job_id is not None:
+        if not may_follow(user, job_id):
+            return job_not_found()
+        follow = JobFollow(job_id)
     channel = channel_for_user(user)
     assert channel is not None
     slot = open_stream(user)
     if slot is None:
         return too_many_streams()
     if sse_uses_redis():
-        content: Any = ensure_subscription(stream(channel, after, sign_in))
+        content: Any = ensure_subscription(stream(channel, after, sign_in, follow))
     else:
         relay.ensure_started()
-        content = stream(channel, after, sign_in)
+        content = stream(channel, after, sign_in, follow)
     response = StreamingHttpResponse(_holding(slot, content), content_type="text/event-stream")
     # Also when the body never starts: the server closes every response it sent.
     response._resource_closers.append(slot.release)  # type: ignore[attr-defined]

@@ -10,6 +10,9 @@ event encoding), so its clients work unchanged.
 Order: a stream registers its listener first, then reads the rows after the client's last id
 up to what was delivered live; a live event that the read already gave is not sent twice.
 A stream that falls more than ``MAX_PENDING`` live events behind reads the rows again instead.
+
+One job's stream (``?job=ID``) is the same on its reader's channel, with a ``JobFollow``: live,
+the listener is handed only that job's events and its children's; replay reads only theirs.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..conf import jobs_settings
 from ..store import events as store
 from .fanout import sse_uses_redis
 from .listeners import Listener, listeners
-from .payloads import channel_owner, text_for_channel
+from .payloads import JobFollow, channel_owner, text_for_channel
 from .relay import relay
 from .signin import RECHECK_EVERY, SignIn
 
@@ -74,9 +77,10 @@ class Replay:
     more: bool
 
 
-def replay(channel: str, last_id: int, upto: int) -> Replay:
+def replay(channel: str, last_id: int, upto: int, follow: JobFollow | None = None) -> Replay:
     """The channel's events with ``last_id < id <= upto`` (at most ``REPLAY_BATCH``), or a
-    ``stream-reset`` when ``last_id`` was pruned (what followed it may be gone too)."""
+    ``stream-reset`` when ``last_id`` was pruned (what followed it may be gone too); with
+    ``follow``, only those of its job and the job's children."""
     alias = jobs_settings.DATABASE
     if last_id and not store.exists(alias, last_id):
         oldest = store.oldest_id(alias)
@@ -88,19 +92,28 @@ def replay(channel: str, last_id: int, upto: int) -> Replay:
                 json_encode=True,
             )
             return Replay(reset, upto, set(), more=False)
-    rows = store.after(alias, last_id, upto=upto, owner=channel_owner(channel), limit=REPLAY_BATCH)
+    rows = store.after(
+        alias,
+        last_id,
+        upto=upto,
+        owner=channel_owner(channel),
+        job=follow.job_id if follow is not None else None,
+        limit=REPLAY_BATCH,
+    )
     body = "".join(
         frame(channel, row.id, row.type, text_for_channel(row.data, channel)) for row in rows
     )
+    if follow is not None:
+        follow.ids.update(row.job_id for row in rows)
     last = rows[-1].id if rows else last_id
     return Replay(body, last, {row.id for row in rows}, more=len(rows) == REPLAY_BATCH)
 
 
-def _read(channel: str, last_id: int | None) -> tuple[Replay, int]:
+def _read(channel: str, last_id: int | None, follow: JobFollow | None = None) -> tuple[Replay, int]:
     upto = current_id()
     if last_id is None:  # a new client: only what comes next
         return Replay("", upto, set(), more=False), upto
-    return replay(channel, last_id, upto), upto
+    return replay(channel, last_id, upto, follow), upto
 
 
 _read_async = database_sync_to_async(_read)
@@ -108,16 +121,19 @@ _replay_async = database_sync_to_async(replay)
 _still_valid = database_sync_to_async(SignIn.still_valid)
 
 
-async def stream(channel: str, last_id: int | None, sign_in: SignIn) -> AsyncIterator[str]:
-    """The SSE body of one client of ``channel``, resuming after ``last_id`` when given."""
-    listener = Listener(channel, asyncio.get_running_loop())
+async def stream(
+    channel: str, last_id: int | None, sign_in: SignIn, follow: JobFollow | None = None
+) -> AsyncIterator[str]:
+    """The SSE body of one client of ``channel``, resuming after ``last_id`` when given; with
+    ``follow``, only the events of its job and the job's children."""
+    listener = Listener(channel, asyncio.get_running_loop(), follow=follow)
     listeners.add(listener)
     try:
-        got, upto = await _read_async(channel, last_id)
+        got, upto = await _read_async(channel, last_id, follow)
         yield OPENING + got.body
         last, sent = got.last_id, got.ids
         while got.more:
-            got = await _replay_async(channel, last, upto)
+            got = await _replay_async(channel, last, upto, follow)
             last, sent = got.last_id, sent | got.ids
             yield got.body
         next_check = time.monotonic() + RECHECK_EVERY
@@ -150,11 +166,11 @@ async def stream(channel: str, last_id: int | None, sign_in: SignIn) -> AsyncIte
                 body += frame(channel, event_id, event_type, text)
                 last = max(last, event_id)
             if overflow:  # fell behind: what was dropped is in the rows
-                got, upto = await _read_async(channel, last)
+                got, upto = await _read_async(channel, last, follow)
                 body += got.body
                 last, sent = got.last_id, got.ids
                 while got.more:
-                    got = await _replay_async(channel, last, upto)
+                    got = await _replay_async(channel, last, upto, follow)
                     body += got.body
                     last, sent = got.last_id, sent | got.ids
             if not body and time.monotonic() - quiet_since >= KEEP_ALIVE:

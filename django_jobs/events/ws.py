@@ -7,6 +7,11 @@ handshake is rejected (the server answers 403), and so is one from a page of ano
 is no replay over the WebSocket; a client that needs one uses the SSE stream's
 ``Last-Event-ID`` (or reloads the jobs it shows after reconnecting).
 
+``ws/jobs/?job=ID`` follows one job: only its events and its children's are sent
+(``payloads.JobFollow``). The handshake is refused for a job the user may not see or that does
+not exist (alike, so ids cannot be probed), for a ``job`` that is not a job id, and for any
+other query parameter.
+
 While open, the socket checks every ``signin.RECHECK_EVERY`` seconds that its user is still
 signed in, and closes (code 4401) once they are not.
 """
@@ -16,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .fanout import layer_is_local
 from .origin import origin_allowed
-from .payloads import group_for_user
+from .payloads import JOB_ID, JOB_PARAMETER, JobFollow, group_for_user, may_follow
 from .quota import REFUSED_CODE, StreamSlot, open_stream
 from .relay import relay
 from .signin import RECHECK_EVERY, SignIn, session_key_of
@@ -34,6 +40,8 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
     """Sends ``jobs.event`` group messages to the client as text frames."""
 
     group: str | None = None
+    #: ``?job=ID``: the one job (and its children) whose events this socket sends.
+    follow: JobFollow | None = None
     loop: asyncio.AbstractEventLoop | None = None
     watch: asyncio.Task[None] | None = None
     slot: StreamSlot | None = None
@@ -45,6 +53,13 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated or not self._origin_allowed():
             await self.close()  # before accept: the handshake is refused
             return
+        job_id = self._job_asked()
+        if job_id is not None:
+            if job_id == 0 or not await database_sync_to_async(may_follow)(user, job_id):
+                logger.info("Refused a job WebSocket for job %s (not found, or not theirs)", job_id)
+                await self.close()
+                return
+            self.follow = JobFollow(job_id)
         if self.channel_layer is None:
             logger.error(
                 "ws/jobs/ needs a Channels layer: set CHANNEL_LAYERS (InMemoryChannelLayer for "
@@ -70,6 +85,21 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         await self.accept()
         sign_in = SignIn(user.pk, session_key_of(self.scope.get("session")))
         self.watch = asyncio.get_running_loop().create_task(self._watch(sign_in))
+
+    def _job_asked(self) -> int | None:
+        """The job of ``?job=ID``; None without one; 0 for a query the socket does not read
+        (any other parameter, ``job`` twice, or a value that is not a job id)."""
+        raw = self.scope.get("query_string") or b""
+        try:
+            query = parse_qs(raw.decode("latin-1"), keep_blank_values=True, strict_parsing=True)
+        except ValueError:
+            return 0 if raw else None
+        if not query:
+            return None
+        values = query.get(JOB_PARAMETER, [])
+        if set(query) != {JOB_PARAMETER} or len(values) != 1:
+            return 0
+        return int(values[0]) if JOB_ID.fullmatch(values[0]) else 0
 
     def _origin_allowed(self) -> bool:
         headers = dict(self.scope.get("headers") or [])
@@ -126,4 +156,7 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         return None  # one-way: nothing the client sends is read
 
     async def jobs_event(self, message: dict[str, Any]) -> None:
+        follow = self.follow
+        if follow is not None and not follow.wants(message.get("job", 0), message["text"]):
+            return
         await self.send(text_data=message["text"])

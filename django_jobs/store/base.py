@@ -270,6 +270,10 @@ class Listener(Protocol):
         """The payloads that arrived, as soon as one does; empty after ``timeout`` seconds."""
         ...
 
+    def wait_notifications(self, timeout: float) -> list[tuple[str, str]]:
+        """As ``wait``, each payload with the channel it came on: ``(channel, payload)``."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -566,6 +570,23 @@ class Store:
             [*id_params, worker_id],
         )
 
+    def cancels_requested(self, worker_id: str) -> list[int]:
+        """The ids of ``worker_id``'s running jobs whose cancel was requested: a read, as cheap
+        as a heartbeat, for workers that cannot hear ``notify_cancel`` (no ``supports_listen``)."""
+        return [
+            row[0]
+            for row in self.fetchall(
+                f"SELECT id FROM {TABLE} WHERE worker_id = %s AND state = 'running' "
+                "AND cancel_requested = %s",
+                [worker_id, True],
+            )
+        ]
+
+    def notify_cancel(self, cancels: list[tuple[str, int]]) -> None:
+        """Tell the workers holding these running jobs (worker id, job id) that their cancel
+        was requested, once the caller's transaction commits. Only where ``supports_listen``:
+        elsewhere the workers read ``cancels_requested`` at their poll interval."""
+
     def heartbeat(self, worker_id: str, leased_until: datetime) -> dict[int, bool]:
         """Extend the lease of ``worker_id``'s running jobs; return {id: cancel_requested}."""
         rows = self.fetchall(
@@ -648,8 +669,8 @@ class Store:
             f"UPDATE {TABLE} SET state = %s, result = %s, error = %s, started_at = %s, "
             f"ended_at = %s, run_at = {run_at_sql}, wait_reason = %s, "
             "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
-            "worker_id = NULL, leased_until = NULL, cancel_requested = %s, "
-            "wake_requested = false "
+            "worker_id = NULL, leased_until = NULL, "
+            "cancel_requested = COALESCE(%s, cancel_requested), wake_requested = false "
             "WHERE id = %s AND worker_id = %s AND state = 'running' RETURNING parent_id",
             [
                 o.state,
@@ -661,7 +682,9 @@ class Store:
                 o.wait_reason,
                 self.js(o.progress),
                 self.js(o.log),
-                False,
+                # An end clears the request; a job that goes on (a retry, a wait) keeps it,
+                # and its next run ends ``cancelled`` before the runner starts.
+                False if ended else None,
                 o.job_id,
                 o.worker_id,
             ],
@@ -740,16 +763,18 @@ class Store:
         and the ids of those that are parents in turn (for the caller to go down the tree).
         Their ends count against the parent as any child's end does."""
         cancelled = self.jobs_from(
-            f"UPDATE {TABLE} SET state = 'cancelled', ended_at = %s, wait_reason = NULL "
+            f"UPDATE {TABLE} SET state = 'cancelled', ended_at = %s, wait_reason = NULL, "
+            "cancel_requested = %s "
             "WHERE parent_id = %s AND state IN ('queued', 'waiting', 'blocked', 'unknown') "
             f"RETURNING {', '.join(COLUMNS)}",
-            [self.dt(now), parent_id],
+            [self.dt(now), False, parent_id],
         )
         running = self.fetchall(
             f"UPDATE {TABLE} SET cancel_requested = %s WHERE parent_id = %s "
-            "AND state = 'running' RETURNING id, children_total",
+            "AND state = 'running' RETURNING id, children_total, worker_id",
             [True, parent_id],
         )
+        self.notify_cancel([(r[2], r[0]) for r in running if r[2]])
         self.children_ended([parent_id] * len(cancelled), now)
         parents = [j.pk for j in cancelled if j.children_total] + [r[0] for r in running if r[1]]
         return cancelled, parents
@@ -965,11 +990,17 @@ class Store:
 
     # -- notifications ------------------------------------------------------------------------
 
-    def listen_for_jobs(self) -> Listener:
+    def listen_for_jobs(self, worker_id: str | None = None) -> Listener:
         """A ``Listener`` that hears which engines have new due jobs (payload: the engine
-        name), once their transaction commits. Only where ``supports_listen``."""
+        name), once their transaction commits; with ``worker_id``, also the cancels of that
+        worker's running jobs (``notify_cancel``; channel: ``cancel_channel(worker_id)``,
+        payload: the job id). Only where ``supports_listen``."""
         raise NotImplementedError(f"{type(self).__name__} cannot listen (supports_listen).")
 
     def listen_for_events(self) -> Listener:
         """A ``Listener`` woken when event rows commit. Only where ``supports_listen``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot listen (supports_listen).")
+
+    def cancel_channel(self, worker_id: str) -> str:
+        """The channel a worker hears its jobs' cancels on. Only where ``supports_listen``."""
         raise NotImplementedError(f"{type(self).__name__} cannot listen (supports_listen).")

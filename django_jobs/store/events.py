@@ -13,8 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.models import Q
 
-from ..models import JobEventRecord
+from ..models import Job, JobEventRecord
 from . import get_store
 from .event_rows import (
     COLUMNS,
@@ -119,14 +120,19 @@ def after(
     *,
     upto: int | None = None,
     owner: str | None = None,
+    job: int | None = None,
     limit: int = 500,
 ) -> list[StoredEvent]:
-    """Events with ``last_id < id <= upto``, oldest first; only ``owner``'s when given."""
+    """Events with ``last_id < id <= upto``, oldest first; only ``owner``'s when given, and
+    only those of job ``job`` and of its children when given."""
     rows = JobEventRecord.objects.using(alias).filter(id__gt=last_id)
     if upto is not None:
         rows = rows.filter(id__lte=upto)
     if owner is not None:
         rows = rows.filter(owner=owner)
+    if job is not None:
+        children = Job.objects.using(alias).filter(parent_id=job).values("id")
+        rows = rows.filter(Q(job_id=job) | Q(job_id__in=children))
     fields = ("id", "type", "job_id", "owner", "data")
     return [StoredEvent(*row) for row in rows.order_by("id").values_list(*fields)[:limit]]
 

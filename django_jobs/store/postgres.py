@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
 import time
@@ -38,6 +39,9 @@ from .event_rows import WRITE_LOCK as EVENTS_WRITE_LOCK
 from .event_rows import Inserted, MakeRow, NewEvent, StoredEvent
 
 CHANNEL = "django_jobs"
+#: A worker's own channel for its jobs' cancels: this prefix and a digest of its worker id
+#: (a channel name is an identifier of at most 63 bytes; a worker id may be longer).
+CANCEL_CHANNEL_PREFIX = "django_jobs_cancel_"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
 SCHEDULER_LOCK = 3_562_724_331_871
 RETURNING = ", ".join(f"j.{c}" for c in COLUMNS)
@@ -298,8 +302,13 @@ class _Listener:
         self._connection = connection
 
     def wait(self, timeout: float) -> list[str]:
+        return [payload for _, payload in self.wait_notifications(timeout)]
+
+    def wait_notifications(self, timeout: float) -> list[tuple[str, str]]:
         # stop_after=1: back as soon as one arrives; the others wait for the next call.
-        return [n.payload for n in self._connection.notifies(timeout=timeout, stop_after=1)]
+        return [
+            (n.channel, n.payload) for n in self._connection.notifies(timeout=timeout, stop_after=1)
+        ]
 
     def close(self) -> None:
         self._connection.close()
@@ -390,6 +399,14 @@ class PostgresStore(Store):
         # Released when the tick's transaction ends; a second scheduler skips its tick.
         return bool(self.fetchall("SELECT pg_try_advisory_xact_lock(%s)", [SCHEDULER_LOCK])[0][0])
 
+    def notify_cancel(self, cancels: list[tuple[str, int]]) -> None:
+        # In the cancel's transaction: delivered on commit, to the worker holding the job.
+        with self.connection.cursor() as cursor:
+            for worker_id, job_id in cancels:
+                cursor.execute(
+                    "SELECT pg_notify(%s, %s)", [self.cancel_channel(worker_id), str(job_id)]
+                )
+
     def notify(self, engines: set[str]) -> None:
         # Sent inside the enqueuing transaction: PostgreSQL delivers it only on commit, so a
         # rolled-back enqueue wakes nobody.
@@ -407,21 +424,27 @@ class PostgresStore(Store):
     poll_interval_default = 2.0
     worker_connection_options = SILENT_NETWORK_BOUNDS
 
-    def _listen(self, channel: str) -> _Listener:
+    def _listen(self, *channels: str) -> _Listener:
         db = self.connection
         # A connection of its own, with the alias's settings: a LISTEN must outlive the
         # transactions of the thread that waits on it.
         connection = db.get_new_connection(db.get_connection_params())
         try:
             connection.autocommit = True
-            connection.execute(f"LISTEN {channel}")
+            for channel in channels:
+                connection.execute(f"LISTEN {channel}")
         except BaseException:
             connection.close()
             raise
         return _Listener(connection)
 
-    def listen_for_jobs(self) -> _Listener:
-        return self._listen(CHANNEL)
+    def cancel_channel(self, worker_id: str) -> str:
+        return CANCEL_CHANNEL_PREFIX + hashlib.sha256(worker_id.encode()).hexdigest()[:24]
+
+    def listen_for_jobs(self, worker_id: str | None = None) -> _Listener:
+        if worker_id is None:
+            return self._listen(CHANNEL)
+        return self._listen(CHANNEL, self.cancel_channel(worker_id))
 
     def listen_for_events(self) -> _Listener:
         return self._listen(EVENTS_CHANNEL)
@@ -496,7 +519,8 @@ class PostgresStore(Store):
                 f"UPDATE {TABLE} AS j SET state = 'succeeded', result = u.result::jsonb, "
                 "error = NULL, started_at = u.started_at, ended_at = u.ended_at, "
                 "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
-                "log = COALESCE(u.log::jsonb, j.log), worker_id = NULL, leased_until = NULL "
+                "log = COALESCE(u.log::jsonb, j.log), worker_id = NULL, leased_until = NULL, "
+                "cancel_requested = false "
                 "FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::timestamptz[], "
                 "%b::text[], %b::text[]) AS u(id, result, started_at, ended_at, progress, log) "
                 "WHERE j.id = u.id AND j.worker_id = %s AND j.state || '' = 'running' "

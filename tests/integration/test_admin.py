@@ -304,10 +304,14 @@ def test_schedule_list(operator, db, django_assert_max_num_queries):
 
 def test_pages_follow_the_event_stream_when_it_is_routed(operator, stepped_job):
     client = signed_in(operator)
-    for url in (OVERVIEW, f"{JOBS}{stepped_job.pk}/change/"):
+    # The overview follows every event; a job's page that job's stream only.
+    for url, events in (
+        (OVERVIEW, "/api/jobs/events/"),
+        (f"{JOBS}{stepped_job.pk}/change/", f"/api/jobs/events/?job={stepped_job.pk}"),
+    ):
         html = client.get(url).content.decode()
         script = re.search(r"<script src=\"[^\"]*django_jobs/admin_live.js\"[^>]*>", html).group(0)
-        assert 'data-events="/api/jobs/events/"' in script and "job.progress" in script
+        assert f'data-events="{events}"' in script and "job.progress" in script
         assert '<noscript><meta http-equiv="refresh" content="5"></noscript>' in html
     assert f'data-job="{stepped_job.pk}"' in html
 
@@ -373,6 +377,35 @@ def test_operators_retry_cancel_and_resolve_from_the_job_page(operator, stepped_
     assert client.post(f"{JOBS}{stepped_job.pk}/retry/").status_code == 403
     assert Job.objects.get(pk=stepped_job.pk).state == "cancelled"
     assert client.post(f"{JOBS}999999/retry/", {"csrfmiddlewaretoken": token}).status_code == 404
+
+
+def test_a_running_job_whose_cancel_was_requested_shows_it_instead_of_the_button(operator, frozen):
+    job = Job.objects.create(
+        kind="test.noop",
+        state="running",
+        attempts=1,
+        worker_id="host:1:default:abcd1234",
+        created_at=NOW,
+        run_at=NOW,
+        started_at=NOW,
+    )
+    client = signed_in(operator, enforce_csrf_checks=True)
+    page = f"{JOBS}{job.pk}/change/"
+    response = client.get(page)
+    html = response.content.decode()
+    assert f'action="{JOBS}{job.pk}/cancel/"' in html and 'value="Ask to cancel"' in html
+    assert 'value="Cancel requested"' not in html
+
+    token = response.cookies["csrftoken"].value
+    response = client.post(f"{JOBS}{job.pk}/cancel/", {"csrfmiddlewaretoken": token}, follow=True)
+
+    html = response.content.decode()
+    assert f"Job #{job.pk} is running: cancel requested." in html
+    # Not offered again: the button says the cancel is requested, and cannot be pressed.
+    assert f'action="{JOBS}{job.pk}/cancel/"' not in html and "Ask to cancel" not in html
+    button = re.search(r"<input[^>]*value=\"Cancel requested\"[^>]*>", html).group(0)
+    assert "disabled" in button
+    assert Job.objects.get(pk=job.pk).cancel_requested is True
 
 
 # -- a staff user with view permission only -------------------------------------------------------

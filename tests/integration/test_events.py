@@ -33,6 +33,7 @@ from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import (
     OPERATORS_CHANNEL,
     OPERATORS_GROUP,
+    JobFollow,
     channel_for_user,
     encode,
     event_data,
@@ -49,6 +50,7 @@ from django_jobs.events.sse import (
     JobEventStorage,
     JobsChannelManager,
     last_event_id,
+    stream_query,
 )
 from django_jobs.events.streams import current_id, replay
 from django_jobs.models import Job, JobEventRecord
@@ -405,8 +407,11 @@ def test_a_delivered_row_reaches_each_channel_with_its_row_id_and_its_readers_te
     assert "Traceback" not in text and "testproject/jobs.py" not in text
     assert owner_view == {**data_of(row), "job": {**data_of(row)["job"], "error": ANY}}
     assert ws_messages([stored]) == [
-        (OPERATORS_GROUP, {"type": "jobs.event", "text": row.data}),
-        (f"django_jobs.user.{api_users.member.pk}", {"type": "jobs.event", "text": text}),
+        (OPERATORS_GROUP, {"type": "jobs.event", "text": row.data, "job": failing.pk}),
+        (
+            f"django_jobs.user.{api_users.member.pk}",
+            {"type": "jobs.event", "text": text, "job": failing.pk},
+        ),
     ]
 
     # A project naming our storage class for its own eventstream channels gets eventstream's
@@ -524,16 +529,30 @@ def test_the_system_checks_name_what_to_set(settings):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    name=st.text(min_size=1, max_size=20).filter(lambda n: n != "lastEventId"),
+    name=st.text(min_size=1, max_size=20).filter(lambda n: n not in ("lastEventId", "job")),
     value=st.text(max_size=20),
 )
-def test_any_query_parameter_but_last_event_id_is_refused_by_name(name, value):
+def test_any_query_parameter_but_last_event_id_and_job_is_refused_by_name(name, value):
     request = RequestFactory().get("/api/jobs/events/", {name: value})
     if set(request.GET) == set():  # a name the query string cannot carry
         return
     with pytest.raises(InvalidStreamRequest) as refused:
         last_event_id(request)
     assert set(refused.value.errors) == set(request.GET)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(st.text(max_size=20), st.integers().map(str)))
+def test_a_job_to_follow_is_a_job_id_or_a_400_naming_job(value):
+    request = RequestFactory().get("/api/jobs/events/", {"job": value})
+    try:
+        after, job = stream_query(request)
+    except InvalidStreamRequest as refused:
+        assert list(refused.errors) == ["job"]
+        assert not (value.isascii() and value.isdigit() and value[0] != "0" and len(value) < 19)
+    else:
+        assert after is None
+        assert job == int(value) and job > 0 and str(job) == value
 
 
 @settings(max_examples=300, deadline=None)
@@ -613,3 +632,24 @@ def test_the_projects_own_eventstream_views_never_hear_a_job_channel(api_users, 
     request.user = api_users.other
     found = get_events(EventRequest(request, view_kwargs={"channels": channels}))
     assert all(items == [] for items in found.channel_items.values())
+
+
+@pytest.mark.django_db
+def test_a_job_follow_takes_the_jobs_and_its_childrens_events_only():
+    parent = Job.objects.create(kind="test.noop", state="waiting")
+    child = Job.objects.create(kind="test.noop", state="queued", parent=parent)
+    cousin = Job.objects.create(kind="test.noop", state="queued", parent_id=None)
+    # A job whose parent's id starts with the followed id's digits is not a child.
+    lookalike_parent = Job.objects.create(kind="test.noop", pk=int(f"{parent.pk}7"))
+    lookalike = Job.objects.create(kind="test.noop", parent=lookalike_parent)
+    now = timezone.now()
+    follow = JobFollow(parent.pk)
+    text = {j.pk: event_text("job.created", j, now) for j in (parent, child, cousin, lookalike)}
+    assert follow.wants(parent.pk, text[parent.pk])
+    assert follow.wants(child.pk, text[child.pk])
+    assert child.pk in follow.ids  # known from now on without parsing
+    assert not follow.wants(cousin.pk, text[cousin.pk])
+    assert not follow.wants(lookalike.pk, text[lookalike.pk])
+    # A log line quoting the marker is text inside a string: its quotes are escaped.
+    line = event_text("job.log", cousin, now, line=f'"parent":{parent.pk}')
+    assert not follow.wants(cousin.pk, line)

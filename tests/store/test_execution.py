@@ -24,6 +24,7 @@ from django_jobs import (
 from django_jobs.engine.retry import RetryDecision
 from django_jobs.models import Job
 from django_jobs.registry import unregister
+from django_jobs.serialize import job_json
 from django_jobs.testing import run_until_idle
 from testproject.jobs import always_fail, async_job, keeps_requeueing, noop, record
 from testproject.models import Execution
@@ -220,6 +221,53 @@ class WaitingTests(TestCase):
             unregister("unit.cancellable")
         assert seen == {"before": False, "after": True}
         assert ran.state == "cancelled"
+
+    def test_a_cancel_heard_by_the_runner_stops_a_retry_or_a_wait(self):
+        calls = []
+
+        @job("unit.fails_after_cancel", idempotency_key="payload", retry=Retry(attempts=3, delay=0))
+        def runner(ctx):
+            calls.append(ctx.attempt)
+            cancel(ctx.job.pk)
+            ctx.live.cancel_requested = True  # as the worker does once it hears of it
+            if ctx.payload["then"] == "fail":
+                raise RuntimeError("would be retried")
+            return ctx.requeue("would wait", after="1h")
+
+        try:
+            failing, waiting = runner.enqueue({"then": "fail"}), runner.enqueue({"then": "wait"})
+            ran = {job_.pk: job_ for job_ in run_until_idle()}
+        finally:
+            unregister("unit.fails_after_cancel")
+        assert len(calls) == 2  # neither went on: no retry, no wait
+        for job_ in (failing, waiting):
+            assert ran[job_.pk].state == "cancelled"
+            assert ran[job_.pk].cancel_requested is False
+        assert "would be retried" in ran[failing.pk].error
+
+    def test_a_cancel_requested_as_an_attempt_ends_stops_the_next_before_its_runner(self):
+        calls = []
+
+        @job("unit.cancel_then_fail", idempotency_key="payload", retry=Retry(attempts=3, delay=0))
+        def runner(ctx):
+            calls.append(ctx.attempt)
+            cancel(ctx.job.pk)  # its worker has not heard of it when the attempt fails
+            raise RuntimeError("boom")
+
+        try:
+            job_ = runner.enqueue({})
+            run_until_idle(max_jobs=1)
+            job_.refresh_from_db()
+            # The attempt's retry keeps the request: still live, still asked to cancel.
+            assert (job_.state, job_.cancel_requested) == ("queued", True)
+            assert job_json(job_)["cancel_requested"] is True
+            [ran] = run_until_idle()
+        finally:
+            unregister("unit.cancel_then_fail")
+        assert calls == [1]  # the next attempt never ran its runner
+        assert (ran.state, ran.cancel_requested) == ("cancelled", False)
+        assert job_json(ran)["cancel_requested"] is False
+        assert retry(ran.pk)["cancel_requested"] is False
 
 
 class RunnerKindsTests(TestCase):

@@ -1,15 +1,14 @@
 /* django_jobs admin: keep the page's numbers current.
  *
- * With the event stream (data-events), every job event (on a job page: every event about that
- * job) re-reads this page and swaps in the parts marked data-djj-live, at most about once a
- * second. Without a stream, or when it cannot be opened, the page re-reads itself every
+ * With the event stream (data-events), every job event re-reads this page and swaps in the
+ * parts marked data-djj-live, at most about once a second. A job page's stream is that job's
+ * (events/?job=ID: its events and its children's), so every event it sends is about the page. Without a stream, or when it cannot be opened, the page re-reads itself every
  * data-refresh seconds instead. A part holding the keyboard focus is left alone.
  */
 (function () {
   "use strict";
   var script = document.currentScript;
   var eventsUrl = script.getAttribute("data-events");
-  var jobId = script.getAttribute("data-job");
   var types = JSON.parse(script.getAttribute("data-types") || "[]");
   var every = 1000 * (parseFloat(script.getAttribute("data-refresh")) || 5);
   var busy = false;
@@ -59,15 +58,7 @@
     }
   }
 
-  function onEvent(event) {
-    if (jobId) {
-      try {
-        var data = JSON.parse(event.data);
-        if (!data.job || String(data.job.id) !== jobId) { return; }
-      } catch (e) {
-        return;
-      }
-    }
+  function onEvent() {
     refresh();
   }
 
