@@ -149,7 +149,9 @@ def test_occurrences_between_keeps_the_earliest_up_to_limit() -> None:
         ("0 3 * * *", ""),
         ("61 * * * *", "UTC"),
         ("* * *", "UTC"),
-        ("0 0 * * * *", "UTC"),
+        ("0 0 * * * * 2030", "UTC"),  # a seventh field (years) is refused
+        ("0 0 * * * 60", "UTC"),  # the second is 0-59
+        ("0 0 * * * H", "UTC"),
     ],
 )
 def test_bad_schedules_raise_invalid_schedule(cron: str, tz: str | None) -> None:
@@ -189,7 +191,7 @@ def test_validate_tz_returns_zoneinfo() -> None:
         "   ",
         "61 * * * *",
         "* * *",
-        "0 0 * * * *",
+        "0 0 * * * * *",
         "0 0 1 1 * 2030",
         "0 24 * * *",
         "*/0 * * * *",
