@@ -146,3 +146,55 @@ def test_the_cli_shows_interval_schedules_and_the_kinds_rate(api_users):
     call_command("jobs", "kinds", stdout=out)
     assert "RATE" in out.getvalue()
     assert run_until_idle() == []
+
+
+def test_the_admin_form_takes_every_and_the_options(api_users):
+    import re
+
+    from django.test import Client
+
+    api_users.operator.is_staff = True
+    api_users.operator.save()
+    client = Client()
+    client.force_login(api_users.operator)
+    url = "/admin/django_jobs/schedule/"
+    base = {
+        "name": "pulse",
+        "cron": "",
+        "every": "20s",
+        "tz": "UTC",
+        "kind": "test.noop",
+        "payload": "null",
+        "catch_up": "skip",
+        "enabled": "on",
+        "owner": "",
+        "queue": "",
+        "priority": "",
+        "expires": "",
+    }
+    with time_machine.travel(NOW, tick=False):
+        for change, words in [
+            ({"cron": "* * * * *"}, "not both"),
+            ({"every": ""}, "exactly one"),
+            ({"every": "0.2s"}, "1 second"),
+            ({"expires": "soon"}, "not a duration"),
+        ]:
+            response = client.post(f"{url}add/", {**base, **change})
+            assert response.status_code == 200, change
+            errors = "".join(
+                re.findall(r'<ul class="errorlist.*?</ul>', response.content.decode(), re.S)
+            )
+            assert words in errors, (change, errors)
+        assert Schedule.objects.count() == 0
+        response = client.post(
+            f"{url}add/", {**base, "queue": "fast", "priority": "-2", "expires": "1m"}
+        )
+        assert response.status_code == 302, response.content[:2000]
+        row = Schedule.objects.get(name="pulse")
+        assert (row.cron, row.every) == ("", timedelta(seconds=20))
+        assert (row.queue, row.priority, row.expires) == ("fast", -2, timedelta(minutes=1))
+        assert row.next_run_at == datetime(2026, 3, 2, 9, 0, 20, tzinfo=UTC)
+        listing = client.get(url).content.decode()
+        assert "every 20s" in listing
+        page = client.get(f"{url}{row.pk}/change/").content.decode()
+        assert 'value="20s"' in page and 'value="1m"' in page

@@ -168,3 +168,20 @@ class OptionsTests(Declared, TestCase):
         assert (second.state, second.error) == ("cancelled", "expired")
         row = Schedule.objects.get(name="opts")
         assert (row.queue, row.priority, row.expires) == ("reports", -3, timedelta(seconds=10))
+
+
+class WorkerTickTests(TestCase):
+    def test_the_leader_wakes_at_its_schedules_next_occurrence(self):
+        from django_jobs.engine.worker import MIN_TICK, TICK_EVERY, Worker
+
+        with time_machine.travel(T0, tick=False) as clock:
+            schedules.create(name="w20", every="20s", kind="test.noop")
+            worker = Worker(concurrency=1)
+            assert worker._tick_schedules() == TICK_EVERY  # 15 s away: a tick a second
+            clock.move_to(datetime(2026, 3, 1, 12, 0, 19, 700000, tzinfo=UTC))
+            assert worker._tick_schedules() == pytest.approx(0.3)  # at 12:00:20 sharp
+            clock.move_to(datetime(2026, 3, 1, 12, 0, 19, 990000, tzinfo=UTC))
+            assert worker._tick_schedules() == MIN_TICK  # never a busy loop
+            clock.move_to(datetime(2026, 3, 1, 12, 0, 20, tzinfo=UTC))
+            assert worker._tick_schedules() == TICK_EVERY
+        assert keys("w20") == ["schedule:w20:2026-03-01T12:00:20+00:00"]
