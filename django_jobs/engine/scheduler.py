@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -92,7 +92,11 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
     for occurrence in due:
         key = f"schedule:{row.name}:{occurrence.isoformat()}"
         # The schedule's enqueue options; ``expires`` counts from the occurrence (its run_at).
-        options = {"queue": row.queue, "priority": row.priority, "expires": row.expires}
+        options: dict[str, Any] = {
+            "queue": row.queue,
+            "priority": row.priority,
+            "expires": row.expires,
+        }
         try:
             with transaction.atomic(using=alias):
                 if owner is not None:

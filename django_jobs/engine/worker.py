@@ -491,7 +491,10 @@ class Worker:
         occurrence of the schedules (so a 20 s interval fires on time), at most 1 s (a
         schedule added meanwhile is seen within a second), at least the keeper's own beat."""
         try:
-            fired, next_at = self._retry_db(lambda: tick_until(clock.now())) or ([], None)
+            ticked: tuple[list[Job], datetime | None] = self._retry_db(
+                lambda: tick_until(clock.now())
+            ) or ([], None)
+            fired, next_at = ticked
         except Exception:  # a broken schedule must not stop the worker
             logger.exception("Scheduler tick failed; retrying at the next tick.")
             return TICK_EVERY
