@@ -34,6 +34,18 @@ def parse_duration(value: Duration, *, name: str = "duration") -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def format_duration(value: timedelta) -> str:
+    """``value`` in the largest unit that writes it whole (``"20s"``, ``"5m"``, ``"1d"``);
+    ``parse_duration`` reads it back to the same ``timedelta``."""
+    micros = value // timedelta(microseconds=1)
+    for unit, seconds in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if micros and micros % (seconds * 1_000_000) == 0:
+            return f"{micros // (seconds * 1_000_000)}{unit}"
+    if micros % 1000 == 0:
+        return f"{micros // 1000}ms"
+    return f"{micros / 1_000_000:.6f}".rstrip("0") + "s"
+
+
 def _invalid(value: object, name: str) -> InvalidDuration:
     return InvalidDuration(
         f"{name}={value!r} is not a duration. Write it as a number with a unit "

@@ -11,6 +11,7 @@ from django.db.models.base import ModelState
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_init, pre_init
 
+from .durations import format_duration
 from .states import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
 from .validation import ReadableJSONDecoder
 
@@ -74,6 +75,9 @@ class Job(models.Model):
     children_pending = models.IntegerField(default=0, db_default=0)
     # Children ever counted for this job: 0 means "not a parent", so job JSON reads no counts.
     children_total = models.IntegerField(default=0, db_default=0)
+    # ``expires=``: a job not started by then is never run; it ends ``cancelled`` with the
+    # error "expired" (the claim passes over it, maintenance ends it). None: never expires.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -110,6 +114,13 @@ class Job(models.Model):
                 fields=["ended_at"],
                 name="django_jobs_ended_idx",
                 condition=models.Q(ended_at__isnull=False),
+            ),
+            # Expiry: queued jobs that carry an ``expires_at``; a job without one costs it
+            # nothing (the claim's own filter reads the column on the rows it picks).
+            models.Index(
+                fields=["expires_at"],
+                name="django_jobs_expiry_idx",
+                condition=models.Q(state=JobState.QUEUED, expires_at__isnull=False),
             ),
         ]
         constraints = [
@@ -212,10 +223,13 @@ class JobStep(models.Model):
 
 
 class Schedule(models.Model):
-    """A cron schedule; declared ones are synced at worker start, others are added at run time."""
+    """A cron or interval schedule; declared ones are synced at worker start, others are added
+    at run time. Exactly one of ``cron`` and ``every`` says when it fires: an interval schedule
+    has ``cron == ""`` and ``every`` set (whole multiples of it from the Unix epoch, in UTC)."""
 
     name = models.CharField(max_length=200)
-    cron = models.CharField(max_length=100)
+    cron = models.CharField(max_length=100, blank=True, default="")
+    every = models.DurationField(null=True, blank=True)
     tz = models.CharField(max_length=64)
     kind = models.CharField(max_length=200)
     payload = models.JSONField(null=True, blank=True, decoder=ReadableJSONDecoder)
@@ -238,6 +252,11 @@ class Schedule(models.Model):
     # Why the scheduler paused it (its owner may no longer submit the kind, ...); cleared when
     # it is enabled again.
     paused_reason = models.TextField(null=True, blank=True)
+    # Enqueue options applied to each fired job (None: the kind's own; no expiry).
+    queue = models.CharField(max_length=100, null=True, blank=True)
+    priority = models.SmallIntegerField(null=True, blank=True)
+    # Counted from each occurrence: a fired job not started that long after it is never run.
+    expires = models.DurationField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -255,7 +274,14 @@ class Schedule(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.cron} {self.tz})"
+        return f"{self.name} ({self.timing} {self.tz})"
+
+    @property
+    def timing(self) -> str:
+        """When it fires, in words: its cron, or ``every 20s``."""
+        if self.every is not None:
+            return f"every {format_duration(self.every)}"
+        return self.cron
 
 
 class Event(models.Model):

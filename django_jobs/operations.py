@@ -173,6 +173,7 @@ def _requeue(job: Job, alias: str, *, waiting_for: int = 0) -> None:
     with ``waiting_for`` children retried, ``waiting`` until the last of them ends."""
     handle = get(job.kind)
     job.error, job.ended_at, job.cancel_requested = None, None, False
+    job.expires_at = None  # retried by hand: it runs, even if it had expired
     if waiting_for:
         job.state, job.run_at = JobState.WAITING, None
         job.wait_reason = f"waiting for {waiting_for} retried children"

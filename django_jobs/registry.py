@@ -103,6 +103,7 @@ class JobHandle:
         delay: Duration | None = None,
         idempotency_key: str | None = None,
         on_conflict: str = "return",
+        expires: Duration | datetime | None = None,
     ) -> Job:
         # Imported on call: ``@job`` modules are imported while Django loads its apps, and
         # admission needs the models (the registry itself never touches them).
@@ -119,6 +120,7 @@ class JobHandle:
             delay=delay,
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
+            expires=expires,
         )[0]
 
     def enqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
@@ -160,6 +162,7 @@ class JobHandle:
             "input": serializer_json_schema(self.input),
             "on": self.on,
             "async": self.is_async,
+            "rate": self.rate,
         }
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

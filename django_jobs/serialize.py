@@ -29,7 +29,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from .conf import jobs_settings
 from .models import Job
 from .permissions import is_operator
-from .states import ENDED_STATES, JobState
+from .states import ENDED_STATES, EXPIRED_ERROR, JobState
 
 if TYPE_CHECKING:
     from .models import Job, JobStep
@@ -62,7 +62,13 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _ended_error(job: Job) -> str | None:
-    return job.error if job.state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN) else None
+    if job.state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN):
+        return job.error
+    # A cancelled job's error says why only when it expired (an earlier attempt's error,
+    # kept on a retry's row, is not the reason it was cancelled).
+    if job.state == JobState.CANCELLED and job.error == EXPIRED_ERROR:
+        return EXPIRED_ERROR
+    return None
 
 
 def _wait_reason(job: Job) -> str | None:
@@ -214,6 +220,13 @@ JOB_FIELDS: tuple[JobField, ...] = (
     JobField("ended_at", "ended_at", JsonType.INSTANT, null=True),
     JobField("timestamps_derived", "timestamps_derived", JsonType.BOOLEAN),
     JobField("idempotency_key", "idempotency_key", null=True),
+    JobField(
+        "expires_at",
+        "expires_at",
+        JsonType.INSTANT,
+        null=True,
+        help='Not started by then, the job ends cancelled with the error "expired"; or null.',
+    ),
     JobField(
         "parent",
         "parent_id",

@@ -41,3 +41,7 @@ ENDED_STATES: tuple[str, ...] = (JobState.SUCCEEDED, JobState.FAILED, JobState.C
 CLAIMABLE_STATES: tuple[str, ...] = (JobState.QUEUED, JobState.WAITING)
 #: States an operator may retry.
 RETRYABLE_STATES: tuple[str, ...] = (JobState.FAILED, JobState.BLOCKED, JobState.CANCELLED)
+
+#: The error of a job that ended ``cancelled`` because its ``expires_at`` passed before it
+#: started (``expires=``).
+EXPIRED_ERROR = "expired"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import clock
 from .engine.executor import Executor
+from .engine.maintenance import end_expired_jobs
 from .engine.runner import run_next
 from .engine.scheduler import tick
 from .store import get_store
@@ -29,9 +30,11 @@ def run_until_idle(
 
     A retry that is due at the current clock runs in the same call. Jobs come back as they
     ended, in the order they ran (a job that ran twice appears twice). Caps and rates hold as
-    for a worker: a job they do not allow now is not due.
+    for a worker: a job they do not allow now is not due. Jobs whose ``expires_at`` passed
+    before they started end ``cancelled`` ("expired") first, as a worker ends them.
     """
     store = get_store()
+    end_expired_jobs()  # as a worker does: a job whose expires_at passed ends, unrun
     executor = Executor(INLINE_WORKER, inline=True)
     ran: list[Job] = []
     while max_jobs is None or len(ran) < max_jobs:

@@ -1,7 +1,9 @@
-"""Schedules: a form that checks cron, time zone, kind and payload; pause and resume."""
+"""Schedules: a form that checks cron or every, time zone, kind, payload and the enqueue
+options; pause and resume."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -14,6 +16,7 @@ from django.utils.safestring import SafeString
 
 from .. import clock
 from ..conf import jobs_settings
+from ..durations import format_duration
 from ..engine import schedules
 from ..exceptions import InvalidPayload, InvalidSchedule, JobsError
 from ..models import Schedule
@@ -21,7 +24,29 @@ from ..permissions import is_operator
 from ..registry import get
 from .display import EMPTY, forbidden_page, timestamp
 
-DECLARED_FIELDS = ("name", "cron", "tz", "kind", "payload", "catch_up")
+DECLARED_FIELDS = (
+    "name",
+    "cron",
+    "every",
+    "tz",
+    "kind",
+    "payload",
+    "catch_up",
+    "queue",
+    "priority",
+    "expires",
+)
+
+
+class ScheduleDurationField(forms.CharField):
+    """A duration typed as text ("20s", "5m", "1h"), shown the same way; empty: none."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return format_duration(value) if isinstance(value, timedelta) else value
+
+    def to_python(self, value: Any) -> Any:
+        value = super().to_python(value)
+        return value or None
 
 
 class ScheduleForm(forms.ModelForm):
@@ -29,14 +54,41 @@ class ScheduleForm(forms.ModelForm):
     the API and ``schedule(...)`` use."""
 
     catch_up = forms.ChoiceField(choices=[(c, c) for c in schedules.CATCH_UP_CHOICES])
+    every = ScheduleDurationField(
+        required=False,
+        help_text='Or an interval of at least 1 s instead of cron, e.g. "20s" or "5m": '
+        "occurrences at its whole multiples from the Unix epoch, in UTC.",
+    )
+    expires = ScheduleDurationField(
+        required=False,
+        help_text="A fired job not started this long after its occurrence ends cancelled "
+        '("expired"), e.g. "10m". Empty: never.',
+    )
 
     class Meta:
         model = Schedule
-        fields = ("name", "cron", "tz", "kind", "payload", "catch_up", "enabled", "owner")
+        fields = (
+            "name",
+            "cron",
+            "every",
+            "tz",
+            "kind",
+            "payload",
+            "catch_up",
+            "enabled",
+            "owner",
+            "queue",
+            "priority",
+            "expires",
+        )
         help_texts = {
-            "cron": '5 cron fields, e.g. "0 3 * * *", or a macro such as "@daily".',
-            "tz": 'The IANA time zone the cron times are read in, e.g. "Europe/Paris".',
+            "cron": '5 cron fields, e.g. "0 3 * * *", 6 with the second last '
+            '("0 3 * * * 30" is 03:00:30), or a macro such as "@daily". Empty with every.',
+            "tz": 'The IANA time zone the cron times are read in, e.g. "Europe/Paris" '
+            '("UTC" for an interval).',
             "owner": "Jobs this schedule fires are owned by this user (optional).",
+            "queue": "The queue of each fired job; empty: the kind's own.",
+            "priority": "The priority of each fired job (lower runs first); empty: the kind's.",
         }
 
     def _checked(self, check: Any, field: str) -> Any:
@@ -49,7 +101,18 @@ class ScheduleForm(forms.ModelForm):
         return self._checked(schedules.check_name, "name")
 
     def clean_cron(self) -> str:
+        if not self.cleaned_data.get("cron"):
+            return ""
         return self._checked(schedules.check_cron, "cron")
+
+    def clean_every(self) -> Any:
+        return self._checked(schedules.check_every, "every")
+
+    def clean_expires(self) -> Any:
+        return self._checked(schedules.check_expires, "expires")
+
+    def clean_queue(self) -> Any:
+        return self._checked(schedules.check_queue, "queue")
 
     def clean_tz(self) -> str:
         return self._checked(schedules.check_tz, "tz")
@@ -60,6 +123,11 @@ class ScheduleForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        if "cron" in data and "every" in data:
+            try:
+                schedules.check_timing(data["cron"], data["every"])
+            except InvalidSchedule as exc:
+                self.add_error(exc.field or "cron", exc.message)
         handle = get(data.get("kind") or "")
         if handle is not None and "payload" in data:
             try:
@@ -81,7 +149,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
         "name",
-        "cron",
+        "timing",
         "tz",
         "kind",
         "enabled",
@@ -135,6 +203,10 @@ class ScheduleAdmin(admin.ModelAdmin):
         if obj is not None and obj.declared:
             return (*DECLARED_FIELDS, *self.readonly_fields)
         return self.readonly_fields
+
+    @admin.display(description="when", ordering="cron")
+    def timing(self, schedule: Schedule) -> str:
+        return schedule.timing
 
     @admin.display(description="next runs")
     def upcoming(self, schedule: Schedule) -> SafeString | str:

@@ -18,7 +18,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import clock
-from ..durations import parse_duration
+from ..durations import format_duration, parse_duration
 from ..engine import schedules
 from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
@@ -369,6 +369,11 @@ class KindSerializer(serializers.Serializer):
         read_only=True, allow_null=True, help_text="JSON Schema of the payload, if declared."
     )
     on = serializers.CharField(read_only=True, allow_null=True)
+    rate = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text='Starts allowed per window across all workers, e.g. "100/m"; or null.',
+    )
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
@@ -410,8 +415,40 @@ class IsoDateTimeField(serializers.DateTimeField):
         return value.astimezone(UTC).isoformat()
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d|w)\s*$"},
+            {"type": "number", "minimum": 0},
+        ],
+        "nullable": True,
+        "example": "20s",
+        "description": 'A duration: written back in its largest whole unit ("20s", "5m").',
+    }
+)
+class ScheduleDurationField(serializers.Field):
+    """A schedule's duration (``every``, ``expires``), judged by the schedule service's
+    check; read back as text such as ``"20s"`` (``durations.format_duration``)."""
+
+    def __init__(self, check: Callable[[Any], timedelta | None], **kwargs: Any) -> None:
+        self.check = check
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> timedelta | None:
+        if isinstance(data, bool) or not isinstance(data, str | int | float):
+            raise serializers.ValidationError(_duration_help(data))
+        return _schedule_check(self.check, data)
+
+    def to_representation(self, value: Any) -> Any:
+        return format_duration(value) if isinstance(value, timedelta) else value
+
+
 class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
-    """A cron schedule. ``cron`` and ``tz`` are checked; ``next_run_at`` is computed."""
+    """A schedule: by ``cron`` (with ``tz``) or by interval (``every``), exactly one. Each
+    field is checked; ``next_run_at`` is computed. ``queue``, ``priority`` and ``expires``
+    apply to each fired job (queue and priority: operators only)."""
 
     serializer_field_mapping = {
         **serializers.ModelSerializer.serializer_field_mapping,
@@ -425,8 +462,43 @@ class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         help_text="Unique among your own schedules (no control characters).",
     )
     kind = StrictCharField(max_length=200, help_text="The kind each occurrence enqueues.")
-    cron = StrictCharField(max_length=100, help_text='5 cron fields, e.g. "0 3 * * *".')
-    tz = StrictCharField(max_length=64, help_text='An IANA time zone, e.g. "Europe/Paris".')
+    cron = StrictCharField(
+        max_length=100,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text='5 cron fields, e.g. "0 3 * * *", or 6 with the second last '
+        '("* * * * * */20"). Null for an interval schedule.',
+    )
+    every = ScheduleDurationField(
+        schedules.check_every,
+        help_text='An interval of at least 1 s ("20s", "5m"): occurrences at its whole '
+        "multiples from the Unix epoch, in UTC. Null for a cron schedule.",
+    )
+    tz = StrictCharField(
+        max_length=64,
+        required=False,
+        help_text='An IANA time zone, e.g. "Europe/Paris". Required with cron; "UTC" by '
+        "default with every.",
+    )
+    queue = StrictCharField(
+        max_length=_QUEUE_LENGTH,
+        required=False,
+        allow_null=True,
+        help_text="Operators only. The queue of each fired job; null: the kind's.",
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text="Operators only. The priority of each fired job; null: the kind's.",
+    )
+    expires = ScheduleDurationField(
+        schedules.check_expires,
+        help_text="A fired job not started this long after its occurrence ends cancelled "
+        '("expired"); null: never.',
+    )
 
     class Meta:
         model = Schedule
@@ -434,11 +506,15 @@ class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
             "id",
             "name",
             "cron",
+            "every",
             "tz",
             "kind",
             "payload",
             "catch_up",
             "enabled",
+            "queue",
+            "priority",
+            "expires",
             "owner",
             "declared",
             "last_fired_at",
@@ -461,13 +537,34 @@ class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         fields["owner"] = owner_field(read_only=True, allow_null=True, source="owner_id")
         return fields
 
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if data.get("cron") == "":
+            data["cron"] = None  # an interval schedule has no cron
+        return data
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.partial:
+            return attrs  # the service judges the schedule as the change leaves it
+        try:
+            schedules.check_timing(attrs.get("cron"), attrs.get("every"))
+        except InvalidSchedule as exc:
+            raise serializers.ValidationError({exc.field or "cron": [exc.message]}) from None
+        if attrs.get("every") is None and not attrs.get("tz"):
+            raise serializers.ValidationError(
+                {"tz": ['A cron schedule needs tz, an IANA zone such as "Europe/Paris".']}
+            )
+        return attrs
+
     # Each field is judged by the schedule service's own check (``engine.schedules``), the
     # one the admin's form and ``schedule(...)`` use; here per field, so that every bad field
     # of a body is listed at once.
     def validate_name(self, value: str) -> str:
         return _schedule_check(schedules.check_name, value)
 
-    def validate_cron(self, value: str) -> str:
+    def validate_cron(self, value: str | None) -> str:
+        if value is None or value == "":
+            return ""
         return _schedule_check(schedules.check_cron, value)
 
     def validate_tz(self, value: str) -> str:

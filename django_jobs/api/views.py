@@ -7,7 +7,7 @@ schedule answers 404. State changes go through ``django_jobs.operations`` and ad
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar, NoReturn
 
@@ -626,6 +626,7 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
         body = ScheduleSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user = request.user
+        _operator_options(user, body.validated_data)
         with _schedule_refusals():
             schedule = schedules.create(**body.validated_data, owner=user, by=user)
         return Response(ScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
@@ -634,6 +635,7 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
         schedule = self.get_object()
         body = ScheduleSerializer(schedule, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
+        _operator_options(request.user, body.validated_data)
         with _schedule_refusals():
             schedules.update(schedule, body.validated_data, by=request.user)
         return Response(ScheduleSerializer(schedule).data)
@@ -643,6 +645,13 @@ class ScheduleViewSet(JobsAPIMixin, GenericViewSet):
         with _schedule_refusals():
             schedules.delete(schedule, by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _operator_options(user: Any, data: Mapping[str, Any]) -> None:
+    """A member setting a schedule's queue or priority: 403, as on submit."""
+    chosen = data.get("queue") is not None or data.get("priority") is not None
+    if chosen and not is_operator(user):
+        raise OperatorOnlyFieldError()
 
 
 @contextmanager

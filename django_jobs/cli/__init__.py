@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 
 from .. import clock
 from ..conf import jobs_settings
-from ..durations import parse_duration
+from ..durations import format_duration, parse_duration
 from ..engine.maintenance import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from ..engine.maintenance import PruneResult, expired
 from ..engine.maintenance import prune as prune_jobs
@@ -202,12 +202,16 @@ def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, A
         row: dict[str, Any] = {
             "id": item.pk,
             "name": item.name,
-            "cron": item.cron,
+            "cron": item.cron or None,
+            "every": _duration(item.every),
             "tz": item.tz,
             "kind": item.kind,
             "payload": item.payload,
             "catch_up": item.catch_up,
             "enabled": item.enabled,
+            "queue": item.queue,
+            "priority": item.priority,
+            "expires": _duration(item.expires),
             "owner": item.owner_id,
             "declared": item.declared,
             "last_fired_at": _iso(item.last_fired_at),
@@ -223,6 +227,10 @@ def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, A
             row["error"] = exc.message
         rows.append(row)
     return rows
+
+
+def _duration(value: timedelta | None) -> str | None:
+    return None if value is None else format_duration(value)
 
 
 # --- acting ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 from .. import clock
 from ..conf import jobs_settings
 from ..engine.executor import Executor
+from ..engine.maintenance import end_expired_jobs
 from ..engine.publish import publish
 from ..engine.runner import run_next
 from ..engine.worker import make_worker_id
@@ -46,6 +47,7 @@ def drain(
             f"{', '.join(jobs_settings.engine_names())}."
         )
     store = get_store()
+    end_expired_jobs()  # as a worker does: a job whose expires_at passed ends, unrun
     executor = Executor(make_worker_id("drain"), inline=True)
     ran: list[Job] = []
     with _Heartbeat(store, executor.worker_id, jobs_settings.lease) as heartbeat:

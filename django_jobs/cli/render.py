@@ -186,6 +186,7 @@ def render_kinds(rows: Sequence[dict[str, Any]]) -> str:
             "ATTEMPTS",
             "MEMBER SAFE",
             "SCHEDULABLE",
+            "RATE",
         ],
         [
             (
@@ -198,6 +199,7 @@ def render_kinds(rows: Sequence[dict[str, Any]]) -> str:
                 (row.get("retry") or {}).get("attempts", "-"),
                 "yes" if row["member_safe"] else "no",
                 "yes" if row["schedulable"] else "no",
+                row.get("rate") or "-",
             )
             for row in sorted(rows, key=lambda r: r["kind"])
         ],
@@ -209,11 +211,11 @@ def render_schedules(rows: Sequence[dict[str, Any]], now: datetime) -> str:
     if not rows:
         return "No schedules."
     return table(
-        ["NAME", "CRON", "TZ", "KIND", "STATUS", "LAST FIRED", "NEXT RUNS (UTC)"],
+        ["NAME", "WHEN", "TZ", "KIND", "STATUS", "LAST FIRED", "NEXT RUNS (UTC)"],
         [
             (
                 row["name"],
-                row["cron"],
+                row["cron"] or f"every {row.get('every')}",
                 row["tz"],
                 row["kind"],
                 "enabled" if row["enabled"] else "paused",

@@ -45,11 +45,13 @@ def admit(
     idempotency_key: str | None = None,
     on_conflict: str = "return",
     parent: int | None = None,
+    expires: Duration | datetime | None = None,
 ) -> list[Job]:
     """Insert one job per payload in one round trip; dedupe on live idempotency keys.
 
     ``parent``: the id of the job spawning these (``ctx.step.spawn``, which also counts them
-    on the parent's row); None for a top-level job.
+    on the parent's row); None for a top-level job. ``expires``: a job not started by then
+    is never run (``expires_at``, see ``expiry``).
     """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f'on_conflict={on_conflict!r}: use "return" or "error".')
@@ -61,6 +63,7 @@ def admit(
         )
     now = clock.now()
     when = _run_at(now, run_at, delay)
+    expires_at = expiry(when, expires)
     owner_id = _owner_id(owner)
     tenant = None if tenant is None else check_label(str(tenant), what="tenant")
     if queue is not None:
@@ -71,9 +74,8 @@ def admit(
         _new_job(handle, payload, now, when, owner_id, tenant, queue, priority, idempotency_key)
         for payload in payloads
     ]
-    if parent is not None:
-        for row in rows:
-            row.parent_id = parent
+    for row in rows:
+        row.parent_id, row.expires_at = parent, expires_at
     if not rows:
         return []
     store = get_store(alias)
@@ -168,6 +170,36 @@ def _run_at(now: datetime, run_at: datetime | None, delay: Duration | None) -> d
             raise ValueError(run_ahead_message(f"run_at={run_at.isoformat()}"))
         return run_at
     return now
+
+
+def expiry(run_at: datetime, expires: Duration | datetime | None) -> datetime | None:
+    """The ``expires_at`` of a job due at ``run_at``: ``expires`` itself when it is an aware
+    datetime, ``run_at`` plus it when it is a duration (``"10m"``, a timedelta, seconds),
+    None without one. An instant already past is accepted: the job then never runs."""
+    if expires is None:
+        return None
+    if isinstance(expires, datetime):
+        if expires.tzinfo is None:
+            raise ValueError(
+                f"expires={expires!r} is naive; pass an aware datetime "
+                '(django.utils.timezone.make_aware), or a duration such as "10m".'
+            )
+        return expires
+    return run_at + expires_span(expires)
+
+
+def expires_span(expires: Duration) -> timedelta:
+    """``expires`` as a duration: at most ``MAX_RUN_AHEAD`` (``InvalidDuration`` otherwise)."""
+    try:
+        span = parse_duration(expires, name="expires")
+    except OverflowError:
+        span = MAX_RUN_AHEAD + MAX_RUN_AHEAD
+    if span > MAX_RUN_AHEAD:
+        raise InvalidDuration(
+            f"expires={expires!r} is more than {MAX_RUN_AHEAD_WORDS}; write a shorter "
+            "duration, or leave expires out for a job that never expires."
+        )
+    return span
 
 
 def run_ahead_message(what: str) -> str:

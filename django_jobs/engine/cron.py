@@ -2,13 +2,18 @@
 
 Pure functions: no database, no Django models, no settings.
 
-A schedule is a 5-field cron expression (minute hour day-of-month month day-of-week) read as
-wall-clock time in an IANA zone. Occurrences follow that wall clock across DST changes:
+A schedule is a 5-field cron expression (minute hour day-of-month month day-of-week), or a
+6-field one whose last field is the second (as croniter and Procrastinate read it:
+``* * * * * */20`` is every 20 seconds), read as wall-clock time in an IANA zone. Occurrences
+follow that wall clock across DST changes (a 6-field time shifts with its minute):
 
 * a matching local time that does not exist (it falls in a spring-forward gap) fires once, shifted
   forward by the gap: ``30 2 * * *`` fires at 03:30 local on a day the clock jumps 02:00 -> 03:00;
 * a matching local time that happens twice (fall-back) fires once, at its first pass (fold=0);
 * an instant reached from two local times fires once.
+
+Or it is an interval, ``every``: occurrences at whole multiples of it from the Unix epoch,
+in UTC (``every=20s``: :00, :20 and :40 of every minute), whatever the zone.
 
 croniter's own time-zone handling is not used: croniter walks naive wall-clock times only, and
 this module maps each one to UTC with ``zoneinfo``. Every datetime returned is an aware UTC
@@ -29,15 +34,17 @@ from datetime import UTC, datetime, timedelta
 from croniter import CroniterBadDateError, croniter
 
 from ..durations import parse_duration
-from ..exceptions import InvalidSchedule
+from ..exceptions import InvalidDuration, InvalidSchedule
 
 __all__ = [
     "CATCH_UP_CHOICES",
     "MAX_CATCH_UP",
+    "MIN_EVERY",
     "due_occurrences",
     "next_runs",
     "occurrences_between",
     "validate_cron",
+    "validate_every",
     "validate_tz",
 ]
 
@@ -47,7 +54,15 @@ CATCH_UP_CHOICES = ("skip", "run-once", "run-all")
 MAX_CATCH_UP = 1000
 """The most occurrences one tick fires from each of its two groups (missed, and on time)."""
 
+MIN_EVERY = timedelta(seconds=1)
+"""The shortest interval an ``every`` schedule may have."""
+
+MAX_EVERY = timedelta(days=3660)
+"""The longest: 10 years of 366 days (as far ahead as a job may be due)."""
+
 _UTC = UTC
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
 _TICK = timedelta(microseconds=1)  # datetime resolution: "> x - _TICK" is ">= x"
 
 # Shorthands croniter accepts, written out as the 5 fields they stand for.
@@ -60,7 +75,7 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week", "second")
 # croniter's Jenkins-style "H" (hashed) and "R" (random) fields: not reproducible, so refused.
 _HASHED_OR_RANDOM = re.compile(r"[hr](\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
 # Names available_timezones() may list that are not zones a schedule should pin itself to.
@@ -70,7 +85,8 @@ _OFFSET_PROBES = (timedelta(0), timedelta(hours=1), timedelta(hours=3), timedelt
 _EXAMPLE_TZ = '"Europe/Paris", "America/New_York" or "UTC"'
 _CRON_HELP = (
     'Write 5 fields, "minute hour day-of-month month day-of-week", '
-    'e.g. "0 3 * * *" for 03:00 every day or "*/15 * * * 1-5" for every 15 minutes on weekdays.'
+    'e.g. "0 3 * * *" for 03:00 every day or "*/15 * * * 1-5" for every 15 minutes on weekdays, '
+    'or a sixth field, last, for the second: "* * * * * */20" for every 20 seconds.'
 )
 
 
@@ -116,14 +132,15 @@ def validate_tz(tz: str | None) -> zoneinfo.ZoneInfo:
 
 
 def validate_cron(expr: str) -> str:
-    """Return ``expr`` normalized to 5 space-separated fields, or raise ``InvalidSchedule``.
+    """Return ``expr`` normalized to its space-separated fields, or raise ``InvalidSchedule``.
 
     Accepts standard 5-field cron (``*``, lists, ranges, steps, month and day names, and
-    croniter's ``L``, ``W``, ``#`` and ``?``), plus the macros ``@hourly``, ``@daily``,
-    ``@midnight``, ``@weekly``, ``@monthly``, ``@yearly`` and ``@annually``, which come back
-    as their 5 fields. Refused: non-strings, empty strings, 6- and 7-field forms (seconds,
-    years), hashed ``H`` and random ``R`` fields, out-of-range values, and expressions that
-    can never fire (``0 0 30 2 *``).
+    croniter's ``L``, ``W``, ``#`` and ``?``), a sixth field, last, for the second (``0-59``,
+    lists, ranges and steps: ``"0 3 * * * 30"`` is 03:00:30), plus the macros ``@hourly``,
+    ``@daily``, ``@midnight``, ``@weekly``, ``@monthly``, ``@yearly`` and ``@annually``, which
+    come back as their 5 fields. Refused: non-strings, empty strings, 7-field forms (years),
+    hashed ``H`` and random ``R`` fields, out-of-range values, and expressions that can never
+    fire (``0 0 30 2 *``).
     """
     if not isinstance(expr, str):
         raise InvalidSchedule(
@@ -145,16 +162,13 @@ def _normalize_cron(expr: str) -> str:
                 f"{', '.join(sorted(_MACROS))}, or 5 fields. {_CRON_HELP}"
             )
         return macro
-    if len(fields) != 5:
-        extra = (
-            " Seconds and years are not supported: the smallest step is one minute."
-            if len(fields) in (6, 7)
-            else ""
-        )
+    if len(fields) not in (5, 6):
+        extra = " Years are not supported." if len(fields) == 7 else ""
         raise InvalidSchedule(
-            f"cron={expr!r} has {len(fields)} fields; it needs exactly 5.{extra} {_CRON_HELP}"
+            f"cron={expr!r} has {len(fields)} fields; it needs 5, or 6 with the second last."
+            f"{extra} {_CRON_HELP}"
         )
-    for name, field in zip(_FIELD_NAMES, fields, strict=True):
+    for name, field in zip(_FIELD_NAMES, fields, strict=False):
         if _HASHED_OR_RANDOM.fullmatch(field):
             raise InvalidSchedule(
                 f"cron={expr!r}: the {name} field {field!r} is a hashed (H) or random (R) "
@@ -177,6 +191,29 @@ def _normalize_cron(expr: str) -> str:
             f"(like day 30 in February). Pick a day of the month that exists in those months."
         ) from exc
     return normalized
+
+
+def validate_every(every: object) -> timedelta:
+    """Return the interval ``every`` as a ``timedelta`` of at least 1 s (whole microseconds),
+    or raise ``InvalidSchedule``. Accepts what ``parse_duration`` reads: ``"20s"``, ``"5m"``,
+    a ``timedelta`` or a number of seconds."""
+    try:
+        span = parse_duration(every, name="every")  # type: ignore[arg-type]
+    except InvalidDuration as exc:
+        raise InvalidSchedule(exc.message) from None
+    except OverflowError:
+        span = MAX_EVERY + MIN_EVERY
+    if span > MAX_EVERY:
+        raise InvalidSchedule(
+            f"every={every!r} is longer than 10 years; write a shorter interval, or use cron "
+            'for calendar times (e.g. "0 0 1 1 *" for each new year).'
+        )
+    if span < MIN_EVERY:
+        raise InvalidSchedule(
+            f"every={every!r} is shorter than 1 second; a schedule fires at most once a "
+            'second. Write at least "1s" (e.g. "20s", "5m"), or use cron for calendar times.'
+        )
+    return span
 
 
 @functools.cache
@@ -320,25 +357,98 @@ def _latest(
         lower = max(after, until - max((until - lower) * 2, timedelta(days=1)))
 
 
+def _every_first(step: timedelta, after: datetime) -> datetime:
+    """The first multiple of ``step`` from the epoch strictly after ``after`` (exact: whole
+    microseconds)."""
+    micros = step // _MICRO
+    since = (after - _EPOCH) // _MICRO
+    return _EPOCH + (since // micros + 1) * micros * _MICRO
+
+
+def _every_iter(step: timedelta, after: datetime) -> Iterator[datetime]:
+    instant = _every_first(step, after)
+    while True:
+        yield instant
+        try:
+            instant = instant + step
+        except OverflowError:  # past year 9999
+            return
+
+
+def _every_latest(step: timedelta, after: datetime, until: datetime, count: int) -> list[datetime]:
+    """The latest ``count`` multiples of ``step`` in ``(after, until]``, ascending."""
+    if count <= 0 or until <= after:
+        return []
+    last = _every_first(step, until) - step  # the last multiple <= until
+    first = _every_first(step, after)
+    if last < first:
+        return []
+    total = (last - first) // step + 1
+    start = last - (min(total, count) - 1) * step
+    return [start + n * step for n in range(min(total, count))]
+
+
+class _Timing:
+    """A schedule's occurrences, by cron in a zone or by interval: ``after`` yields them
+    strictly after an instant; ``latest`` the last ``count`` in a range."""
+
+    def __init__(self, cron: str | None, tz: str | None, every: object) -> None:
+        if every is not None:
+            if cron:
+                raise InvalidSchedule(_BOTH)
+            self.every: timedelta | None = validate_every(every)
+            if tz is not None:
+                validate_tz(tz)
+            return
+        self.every = None
+        if cron is None or cron == "":
+            raise InvalidSchedule(_NEITHER)
+        self.expr = validate_cron(cron)
+        self.zone = validate_tz(tz)
+
+    def after(self, start: datetime) -> Iterator[datetime]:
+        if self.every is not None:
+            return _every_iter(self.every, start)
+        return _iter_instants(self.expr, self.zone, start)
+
+    def latest(self, after: datetime, until: datetime, count: int) -> list[datetime]:
+        if self.every is not None:
+            return _every_latest(self.every, after, until, count)
+        return _latest(self.expr, self.zone, after, until, count)
+
+
+_BOTH = (
+    "A schedule fires by cron or by every, not both: keep one (cron for calendar times such "
+    'as "0 3 * * *", every for a fixed interval such as "20s").'
+)
+_NEITHER = (
+    'A schedule needs cron (e.g. "0 3 * * *", or "* * * * * */20" with seconds) or every '
+    '(an interval such as "20s" or "5m"); give exactly one.'
+)
+
+
 # --- public API ----------------------------------------------------------------------------
 
 
-def next_runs(cron: str, tz: str, after: datetime, n: int = 5) -> list[datetime]:
-    """Return the next ``n`` occurrences of ``cron`` in ``tz`` strictly after ``after``.
+def next_runs(
+    cron: str | None, tz: str | None, after: datetime, n: int = 5, *, every: object = None
+) -> list[datetime]:
+    """Return the next ``n`` occurrences of ``cron`` in ``tz`` (or of the interval ``every``,
+    with ``cron`` empty) strictly after ``after``.
 
     ``after`` must be aware. The result holds aware UTC datetimes, strictly increasing; it is
     shorter than ``n`` only when the schedule stops firing (datetime's year 9999).
-    Raises ``InvalidSchedule`` for a bad cron or zone, ``ValueError`` for a naive ``after``.
+    Raises ``InvalidSchedule`` for a bad cron, zone or interval (or both cron and every, or
+    neither), ``ValueError`` for a naive ``after``.
     """
-    expr = validate_cron(cron)
-    zone = validate_tz(tz)
+    timing = _Timing(cron, tz, every)
     start = _as_utc(after, "after")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n={n!r} must be a whole number >= 0 (how many occurrences to return).")
     runs: list[datetime] = []
     if n == 0:
         return runs
-    for instant in _iter_instants(expr, zone, start):
+    for instant in timing.after(start):
         runs.append(instant)
         if len(runs) == n:
             break
@@ -346,16 +456,23 @@ def next_runs(cron: str, tz: str, after: datetime, n: int = 5) -> list[datetime]
 
 
 def occurrences_between(
-    cron: str, tz: str, after: datetime, until: datetime, limit: int = 1000
+    cron: str | None,
+    tz: str | None,
+    after: datetime,
+    until: datetime,
+    limit: int = 1000,
+    *,
+    every: object = None,
 ) -> list[datetime]:
-    """Return the occurrences of ``cron`` in ``tz`` in ``(after, until]``: the earliest ``limit``.
+    """Return the occurrences of ``cron`` in ``tz`` (or of ``every``) in ``(after, until]``:
+    the earliest ``limit``.
 
     ``after`` and ``until`` must be aware. The result holds aware UTC datetimes, strictly
     increasing, at most ``limit`` of them (the earliest ones when the range holds more).
-    Raises ``InvalidSchedule`` for a bad cron or zone, ``ValueError`` for a naive datetime.
+    Raises ``InvalidSchedule`` for a bad cron, zone or interval, ``ValueError`` for a naive
+    datetime.
     """
-    expr = validate_cron(cron)
-    zone = validate_tz(tz)
+    timing = _Timing(cron, tz, every)
     start = _as_utc(after, "after")
     end = _as_utc(until, "until")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -363,7 +480,7 @@ def occurrences_between(
     found: list[datetime] = []
     if limit == 0 or end <= start:
         return found
-    for instant in _iter_instants(expr, zone, start):
+    for instant in timing.after(start):
         if instant > end:
             break
         found.append(instant)
@@ -373,15 +490,18 @@ def occurrences_between(
 
 
 def due_occurrences(
-    cron: str,
-    tz: str,
+    cron: str | None,
+    tz: str | None,
     *,
     since: datetime,
     now: datetime,
     grace: timedelta,
     catch_up: str,
+    every: object = None,
 ) -> list[datetime]:
     """Return the occurrences a scheduler tick at ``now`` fires, ascending (aware UTC).
+
+    ``every`` instead of ``cron``: an interval schedule (``cron`` then empty or None).
 
     ``since`` is the last instant already handled (the previous tick, or the schedule's first
     sync); the candidates are the occurrences in ``(since, now]``. A candidate is *missed*
@@ -407,15 +527,14 @@ def due_occurrences(
             f'runs, "run-once" fires the latest missed run, "run-all" fires up to '
             f"{MAX_CATCH_UP} of them)."
         )
-    expr = validate_cron(cron)
-    zone = validate_tz(tz)
+    timing = _Timing(cron, tz, every)
     start = _as_utc(since, "since")
     end = _as_utc(now, "now")
     window = parse_duration(grace, name="grace")
     if end <= start:
         return []
     cutoff = end - window  # occurrences before the cutoff are missed
-    on_time = _latest(expr, zone, max(start, cutoff - _TICK), end, MAX_CATCH_UP)
+    on_time = timing.latest(max(start, cutoff - _TICK), end, MAX_CATCH_UP)
     wanted = {"skip": 0, "run-once": 1, "run-all": MAX_CATCH_UP}[catch_up]
-    missed = _latest(expr, zone, start, cutoff - _TICK, wanted)
+    missed = timing.latest(start, cutoff - _TICK, wanted)
     return missed + on_time

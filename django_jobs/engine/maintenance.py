@@ -17,6 +17,11 @@ deletion collector instead, which honours them.
 ``prune_expired(now)``, which a worker calls periodically; ``manage.py jobs prune`` does the same
 by hand.
 
+Expiry: ``end_expired_jobs`` ends the queued jobs that never started and whose ``expires_at``
+(``expires=``) has passed: ``cancelled`` with the error "expired", one ``job.cancelled`` event
+each. The claim itself never starts such a job; this only makes the end visible. Every worker
+calls it periodically; ``run_until_idle`` and ``manage.py jobs drain`` before they run.
+
 Rescue: ``rescue_stale`` re-asks the jobs whose worker stopped heartbeating past its lease;
 every worker calls it periodically for its engine.
 """
@@ -37,11 +42,13 @@ from ..durations import Duration, parse_duration
 from ..models import Job, JobStep
 from ..states import ENDED_STATES
 from ..store import Store, get_store
+from .publish import publish_after_commit
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "EXPIRED_LIMIT",
     "PruneResult",
+    "end_expired_jobs",
     "expired",
     "prune",
     "prune_expired",
@@ -199,3 +206,17 @@ RESCUE_ERROR = (
 def rescue_stale(store: Store, *, engine: str | None, now: datetime) -> list[tuple[int, str]]:
     """Re-ask the jobs of ``engine`` whose lease ran out (their worker died); return them."""
     return store.rescue(engine=engine, now=now, error=RESCUE_ERROR)
+
+
+def end_expired_jobs(
+    now: datetime | None = None, *, limit: int = EXPIRED_LIMIT, using: str | None = None
+) -> list[Job]:
+    """End up to ``limit`` queued jobs whose ``expires_at`` passed before they started:
+    ``cancelled``, error "expired", a ``job.cancelled`` event each (after the commit); a
+    parent waiting for one of them counts it as ended. Returns the jobs ended."""
+    alias = using or jobs_settings.DATABASE
+    with transaction.atomic(using=alias):
+        ended = get_store(alias).end_expired(now or clock.now(), limit)
+        for job in ended:
+            publish_after_commit("job.cancelled", job, alias=alias)
+    return ended

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -32,17 +32,26 @@ logger = logging.getLogger("django_jobs.scheduler")
 
 def tick(now: datetime, *, sync: bool = True) -> list[Job]:
     """Fire every due occurrence once (if this process leads this tick); return the jobs."""
+    return tick_until(now, sync=sync)[0]
+
+
+def tick_until(now: datetime, *, sync: bool = True) -> tuple[list[Job], datetime | None]:
+    """``tick``, and the earliest next occurrence of the enabled schedules after it (None:
+    none, or another process leads this tick): when the next tick has something to fire."""
     alias = jobs_settings.DATABASE
     store = get_store(alias)
     fired: list[Job] = []
+    upcoming: list[datetime] = []
     with transaction.atomic(using=alias):
         if not store.try_scheduler_lock():
-            return []
+            return [], None
         if sync:
             schedules.sync_declared(now)
         for row in Schedule.objects.using(alias).filter(enabled=True).order_by("name"):
             fired += _fire(row, now, alias)
-    return fired
+            if row.enabled and row.next_run_at is not None:
+                upcoming.append(row.next_run_at)
+    return fired, min(upcoming, default=None)
 
 
 def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
@@ -57,6 +66,7 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
             now=now,
             grace=jobs_settings.schedule_grace,
             catch_up=row.catch_up,
+            every=row.every,
         )
     except JobsError as exc:
         logger.error("Schedule %r is invalid and was skipped: %s", row.name, printable(exc))
@@ -81,16 +91,22 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
             return _pause(row, refusal)
     for occurrence in due:
         key = f"schedule:{row.name}:{occurrence.isoformat()}"
+        # The schedule's enqueue options; ``expires`` counts from the occurrence (its run_at).
+        options: dict[str, Any] = {
+            "queue": row.queue,
+            "priority": row.priority,
+            "expires": row.expires,
+        }
         try:
             with transaction.atomic(using=alias):
                 if owner is not None:
                     # as_user: the owner's tenant (TENANT_OF), so the tenant's caps apply.
                     job = handle.as_user(  # type: ignore[union-attr]
-                        owner, row.payload, run_at=occurrence, idempotency_key=key
+                        owner, row.payload, run_at=occurrence, idempotency_key=key, **options
                     )
                 else:
                     job = handle.enqueue(  # type: ignore[union-attr]
-                        row.payload, run_at=occurrence, idempotency_key=key
+                        row.payload, run_at=occurrence, idempotency_key=key, **options
                     )
                 jobs.append(job)
         except InvalidPayload as exc:
@@ -106,7 +122,7 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
     row.checked_until = now
     if jobs:
         row.last_fired_at = due[-1]
-    row.next_run_at = schedules.next_run_or_none(row.cron, row.tz, now)
+    row.next_run_at = schedules.next_run_or_none(row.cron, row.tz, now, row.every)
     row.save(using=alias, update_fields=["checked_until", "last_fired_at", "next_run_at"])
     return jobs
 

@@ -4,14 +4,17 @@ A schedule is declared in code (``schedule(...)``, synced to a row by ``sync_dec
 added at run time (``create``). Whoever asks, the API, the admin, the CLI or the scheduler's
 tick, calls this module; cron arithmetic itself is ``engine/cron.py``.
 
-* **Checks.** ``check_name``, ``check_cron``, ``check_tz``, ``check_catch_up``,
-  ``check_payload`` and ``schedulable`` judge one field each; the API's serializer and the
+* **Checks.** ``check_name``, ``check_cron``, ``check_every``, ``check_tz``,
+  ``check_catch_up``, ``check_queue``, ``check_priority``, ``check_expires``,
+  ``check_payload`` and ``schedulable`` judge one field each (``check_timing``: exactly one of
+  cron and every); the API's serializer and the
   admin's form call them per field (so they can list every bad field at once), and ``create``
   and ``update`` call them again on whatever reaches them.
 * **Who may.** ``by`` is the user asking, as the API passes its caller: a member may schedule
-  only kinds that are member-safe and schedulable, only for themselves, and may always pause
-  what they own. ``by=None`` is the trusted caller: code, the admin (operators only) and
-  ``manage.py``, which act as the deployment. ``owner_refusal`` is the same rule as the
+  only kinds that are member-safe and schedulable, only for themselves, never with a queue
+  or a priority of their own (as on submit), and may always pause what they own.
+  ``by=None`` is the trusted caller: code, the admin (operators only) and ``manage.py``,
+  which act as the deployment. ``owner_refusal`` is the same rule as the
   scheduler applies it before each firing.
 * **Rows.** ``create``, ``update``, ``pause``, ``resume``, ``delete`` (and their bulk forms
   for the admin's actions); ``next_run`` and ``upcoming`` say when it fires next.
@@ -27,7 +30,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -35,18 +38,44 @@ from django.db.models import QuerySet
 
 from .. import clock
 from ..conf import jobs_settings
-from ..exceptions import InvalidPayload, InvalidSchedule, JobsError, ScheduleNotAllowed
+from ..durations import Duration
+from ..exceptions import (
+    InvalidDuration,
+    InvalidPayload,
+    InvalidSchedule,
+    JobsError,
+    ScheduleNotAllowed,
+)
 from ..models import Schedule
 from ..permissions import can_schedule, is_operator
 from ..registry import JobHandle, all_handles, get
 from ..validation import check_label, storable_payload, storable_text
 from . import cron as cron_rules
+from .admission import expires_span
 from .cron import CATCH_UP_CHOICES
 
 logger = logging.getLogger("django_jobs.scheduler")
 
 #: The fields ``create`` takes and ``update`` may change.
-EDITABLE = ("name", "cron", "tz", "kind", "payload", "catch_up", "enabled", "owner")
+EDITABLE = (
+    "name",
+    "cron",
+    "every",
+    "tz",
+    "kind",
+    "payload",
+    "catch_up",
+    "enabled",
+    "owner",
+    "queue",
+    "priority",
+    "expires",
+)
+#: The enqueue options a schedule applies to each job it fires (None: the kind's own).
+OPTIONS = ("queue", "priority", "expires")
+#: The zone an interval schedule is stored with when none is given (it counts in UTC).
+EVERY_TZ = "UTC"
+PRIORITY_RANGE = (-32768, 32767)  # Job.priority is a SmallIntegerField
 NAME_LENGTH: int = Schedule._meta.get_field("name").max_length or 200
 
 #: One refusal for a kind that does not exist and one the user may not schedule: a member
@@ -54,6 +83,9 @@ NAME_LENGTH: int = Schedule._meta.get_field("name").max_length or 200
 KIND_NOT_ALLOWED = (
     "This kind does not exist or you may not schedule it: members schedule kinds that are "
     "member-safe and schedulable. The kinds list says which; ask an operator for another."
+)
+OPERATOR_ONLY = (
+    "Only operators may set a schedule's queue or priority. Leave them out to use the kind's own."
 )
 NOT_YOURS = (
     "Members add, change and delete their own schedules only, and own what they add. Leave "
@@ -66,8 +98,13 @@ __all__ = [
     "ScheduleHandle",
     "check_catch_up",
     "check_cron",
+    "check_every",
+    "check_expires",
     "check_name",
     "check_payload",
+    "check_priority",
+    "check_queue",
+    "check_timing",
     "check_tz",
     "create",
     "declared",
@@ -118,6 +155,79 @@ def check_cron(expr: Any) -> str:
         return cron_rules.validate_cron(expr)
     except InvalidSchedule as exc:
         raise InvalidSchedule(exc.message, field="cron") from None
+
+
+def check_every(value: Any) -> timedelta | None:
+    """The interval of an ``every`` schedule (at least 1 s: ``"20s"``, ``"5m"``, a
+    ``timedelta`` or seconds); ``None`` or ``""`` for a cron schedule."""
+    if value is None or value == "":
+        return None
+    try:
+        return cron_rules.validate_every(value)
+    except InvalidSchedule as exc:
+        raise InvalidSchedule(exc.message, field="every") from None
+
+
+def check_timing(cron: Any, every: Any) -> tuple[str, timedelta | None]:
+    """Exactly one of ``cron`` and ``every``: (the normalized cron or ``""``, the interval or
+    ``None``). Raises ``InvalidSchedule`` naming the field at fault."""
+    has_cron = not (cron is None or cron == "")
+    interval = check_every(every)
+    if has_cron and interval is not None:
+        raise InvalidSchedule(
+            "A schedule fires by cron or by every, not both: keep one (cron for calendar "
+            'times such as "0 3 * * *", every for a fixed interval such as "20s").',
+            field="every",
+        )
+    if interval is not None:
+        return "", interval
+    if not has_cron:
+        raise InvalidSchedule(
+            'A schedule needs cron (e.g. "0 3 * * *", or "* * * * * */20" with a seconds '
+            'field) or every (an interval such as "20s"); give exactly one.',
+            field="cron",
+        )
+    return check_cron(cron), None
+
+
+def check_queue(value: Any) -> str | None:
+    """The queue each fired job goes to; ``None``: the kind's own."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidSchedule(
+            f"queue={value!r}: name a queue (text), or leave it out for the kind's own.",
+            field="queue",
+        )
+    try:
+        return check_label(value, what="queue")
+    except InvalidPayload as exc:
+        raise InvalidSchedule(exc.message, field="queue") from None
+
+
+def check_priority(value: Any) -> int | None:
+    """The priority of each fired job (lower runs first); ``None``: the kind's own."""
+    if value is None:
+        return None
+    low, high = PRIORITY_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidSchedule(
+            f"priority={value!r}: use a whole number from {low} to {high} (lower runs first), "
+            "or leave it out for the kind's own.",
+            field="priority",
+        )
+    return value
+
+
+def check_expires(value: Any) -> timedelta | None:
+    """How long after its occurrence a fired job may still start (``"10m"``); ``None``:
+    it never expires."""
+    if value is None:
+        return None
+    try:
+        return expires_span(value)
+    except InvalidDuration as exc:
+        raise InvalidSchedule(exc.message, field="expires") from None
 
 
 def check_tz(tz: Any) -> str:
@@ -177,6 +287,14 @@ def schedulable(kind: Any, *, by: Any = None) -> JobHandle:
     return handle
 
 
+def _check_options(by: Any, values: Mapping[str, Any]) -> None:
+    """Queue and priority are the operators' (a member's submit may not set them either)."""
+    if by is None or is_operator(by):
+        return
+    if values.get("queue") is not None or values.get("priority") is not None:
+        raise ScheduleNotAllowed(OPERATOR_ONLY)
+
+
 def _check_owner(by: Any, owner_id: Any) -> None:
     """A member acts on their own schedules only (the API never shows them others')."""
     if by is not None and not is_operator(by) and owner_id != getattr(by, "pk", None):
@@ -200,26 +318,39 @@ def owner_refusal(owner: Any, handle: JobHandle) -> str | None:
 
 _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": check_name,
-    "cron": check_cron,
+    "cron": lambda value: "" if value is None or value == "" else check_cron(value),
+    "every": check_every,
     "tz": check_tz,
     "catch_up": check_catch_up,
     "enabled": _check_enabled,
+    "queue": check_queue,
+    "priority": check_priority,
+    "expires": check_expires,
 }
 
 
 # --- when it fires --------------------------------------------------------------------------
 
 
-def next_run(cron: str, tz: str, after: datetime) -> datetime | None:
+def next_run(
+    cron: str, tz: str, after: datetime, every: timedelta | None = None
+) -> datetime | None:
     """The first occurrence strictly after ``after`` (aware UTC); ``None`` if it never fires
-    again. Raises ``InvalidSchedule`` (field ``cron`` or ``tz``) for a bad expression or zone."""
-    runs = upcoming_of(cron, tz, after, 1)
+    again. Raises ``InvalidSchedule`` (field ``cron``, ``every`` or ``tz``) for a bad
+    expression, interval or zone."""
+    runs = upcoming_of(cron, tz, after, 1, every)
     return runs[0] if runs else None
 
 
-def upcoming_of(cron: str, tz: str, after: datetime, n: int) -> list[datetime]:
-    """The next ``n`` occurrences of ``cron`` in ``tz`` strictly after ``after``, aware UTC."""
-    return cron_rules.next_runs(check_cron(cron), check_tz(tz), after, n)
+def upcoming_of(
+    cron: str, tz: str, after: datetime, n: int, every: timedelta | None = None
+) -> list[datetime]:
+    """The next ``n`` occurrences of ``cron`` in ``tz`` (or of the interval ``every``, with
+    ``cron`` empty) strictly after ``after``, aware UTC."""
+    expr, interval = check_timing(cron, every)
+    if interval is not None:
+        return cron_rules.next_runs(None, None, after, n, every=interval)
+    return cron_rules.next_runs(expr, check_tz(tz), after, n)
 
 
 def upcoming(schedule: Schedule, after: datetime | None = None, n: int = 5) -> list[datetime]:
@@ -227,14 +358,16 @@ def upcoming(schedule: Schedule, after: datetime | None = None, n: int = 5) -> l
     it is paused. Raises ``InvalidSchedule`` for a row whose cron or zone no longer parses."""
     if not schedule.enabled:
         return []
-    return upcoming_of(schedule.cron, schedule.tz, after or clock.now(), n)
+    return upcoming_of(schedule.cron, schedule.tz, after or clock.now(), n, schedule.every)
 
 
-def next_run_or_none(cron: str, tz: str, after: datetime) -> datetime | None:
+def next_run_or_none(
+    cron: str, tz: str, after: datetime, every: timedelta | None = None
+) -> datetime | None:
     """``next_run`` for the scheduler's bookkeeping: a row whose cron or zone no longer
     parses has no next run (the tick logs it when it is due)."""
     try:
-        return next_run(cron, tz, after)
+        return next_run(cron, tz, after, every)
     except JobsError:
         return None
 
@@ -245,27 +378,43 @@ def next_run_or_none(cron: str, tz: str, after: datetime) -> datetime | None:
 def create(
     *,
     name: str,
-    cron: str,
-    tz: str,
+    cron: str | None = "",
+    tz: str | None = None,
     kind: str,
     payload: Any = None,
     catch_up: str = "skip",
     enabled: bool = True,
     owner: Any = None,
     by: Any = None,
+    every: Duration | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    expires: Duration | None = None,
 ) -> Schedule:
     """Add a run-time schedule owned by ``owner`` (a user, a user's pk, or ``None``).
+
+    Exactly one of ``cron`` and ``every``; ``tz`` is required with ``cron`` (an interval
+    counts in UTC: ``tz`` defaults to ``"UTC"`` there). ``queue``, ``priority`` and
+    ``expires`` apply to each fired job (queue and priority: operators only).
 
     Occurrences count from now on: a new schedule never fires for the past. A name its owner
     already uses is an ``InvalidSchedule`` on ``name``."""
     owner_id = getattr(owner, "pk", owner)
     _check_owner(by, owner_id)
+    _check_options(by, {"queue": queue, "priority": priority})
+    expr, interval = check_timing(cron, every)
+    if interval is not None and tz is None:
+        tz = EVERY_TZ
     fields = {
         "name": check_name(name),
-        "cron": check_cron(cron),
+        "cron": expr,
+        "every": interval,
         "tz": check_tz(tz),
         "catch_up": check_catch_up(catch_up),
         "enabled": _check_enabled(enabled),
+        "queue": check_queue(queue),
+        "priority": check_priority(priority),
+        "expires": check_expires(expires),
     }
     handle = schedulable(kind, by=by)
     check_payload(handle, payload)
@@ -278,7 +427,7 @@ def create(
         synced_at=now,
         checked_until=now,
     )
-    row.next_run_at = next_run(row.cron, row.tz, now) if row.enabled else None
+    row.next_run_at = next_run(row.cron, row.tz, now, row.every) if row.enabled else None
     _save(row, by=by)
     return row
 
@@ -296,7 +445,13 @@ def update(schedule: Schedule, changes: Mapping[str, Any], *, by: Any = None) ->
     if unknown:
         raise ValueError(f"A schedule has no editable field {unknown}; use {list(EDITABLE)}.")
     _check_owner(by, schedule.owner_id)
+    _check_options(by, changes)
     values = {name: _FIELD_CHECKS.get(name, _same)(value) for name, value in changes.items()}
+    if {"cron", "every"} & set(values):
+        # Exactly one of them after the change: switching means clearing the other one.
+        values["cron"], values["every"] = check_timing(
+            values.get("cron", schedule.cron), values.get("every", schedule.every)
+        )
     if "owner" in values:
         values["owner_id"] = getattr(values.pop("owner"), "pk", changes["owner"])
         _check_owner(by, values["owner_id"])
@@ -305,16 +460,16 @@ def update(schedule: Schedule, changes: Mapping[str, Any], *, by: Any = None) ->
         handle = schedulable(values.get("kind", schedule.kind), by=by)
         if "payload" in values or "kind" in values:
             check_payload(handle, values.get("payload", schedule.payload))
-    after = {**{f: getattr(schedule, f) for f in ("cron", "tz", "enabled")}, **values}
+    after = {**{f: getattr(schedule, f) for f in ("cron", "every", "tz", "enabled")}, **values}
     resumed = values.get("enabled") is True and not schedule.enabled
     if resumed and schedule.paused_reason:
         values["paused_reason"] = None
-    if {"cron", "tz", "enabled"} & set(changes):
+    if {"cron", "every", "tz", "enabled"} & set(changes):
         now = clock.now()
         values["next_run_at"] = (
-            next_run(after["cron"], after["tz"], now) if after["enabled"] else None
+            next_run(after["cron"], after["tz"], now, after["every"]) if after["enabled"] else None
         )
-        if resumed or {"cron", "tz"} & set(changes):
+        if resumed or {"cron", "every", "tz"} & set(changes):
             values["checked_until"] = now
     _write(schedule, values, by=by)
     return schedule
@@ -412,21 +567,34 @@ class ScheduleHandle:
     kind: str
     payload: Any
     catch_up: str
+    every: timedelta | None = None
+    queue: str | None = None
+    priority: int | None = None
+    expires: timedelta | None = None
 
     def next_runs(self, n: int = 5, after: datetime | None = None) -> list[datetime]:
         """The next ``n`` occurrences strictly after ``after`` (default now), aware UTC."""
-        return cron_rules.next_runs(self.cron, self.tz, after or clock.now(), n)
+        return upcoming_of(self.cron, self.tz, after or clock.now(), n, self.every)
 
 
 def validate_schedule(
-    *, name: str, cron: str, tz: str | None, kind: str, payload: Any, catch_up: str
+    *,
+    name: str,
+    cron: str | None,
+    tz: str | None,
+    kind: str,
+    payload: Any,
+    catch_up: str,
+    every: Any = None,
 ) -> str:
-    """Check every part of a declared schedule; return the normalized cron. Raises
-    ``InvalidSchedule`` (a bad payload too: the declaration is what to fix). The kind need
-    not be registered yet: ``@job`` modules may load after the declaration."""
+    """Check every part of a declared schedule; return the normalized cron (``""`` for an
+    interval schedule). Raises ``InvalidSchedule`` (a bad payload too: the declaration is
+    what to fix). The kind need not be registered yet: ``@job`` modules may load after the
+    declaration."""
     check_name(name)
-    normalized = check_cron(cron)
-    check_tz(tz)
+    normalized, interval = check_timing(cron, every)
+    if interval is None or tz is not None:
+        check_tz(tz)
     check_catch_up(catch_up)
     try:
         check_payload(None, payload, what=f"payload of schedule {name!r}")
@@ -442,19 +610,42 @@ def validate_schedule(
 def schedule(
     name: str,
     *,
-    cron: str,
+    cron: str | None = None,
+    every: Duration | None = None,
     tz: str | None = None,
     job: JobHandle | str,
     payload: Any = None,
     catch_up: str = "skip",
+    queue: str | None = None,
+    priority: int | None = None,
+    expires: Duration | None = None,
 ) -> ScheduleHandle:
-    """Declare a cron schedule firing ``job`` with ``payload`` at wall-clock times in ``tz``."""
+    """Declare a schedule firing ``job`` with ``payload``: at the wall-clock times of ``cron``
+    in ``tz``, or at every whole multiple of ``every`` from the Unix epoch (UTC; ``tz`` is
+    then optional). ``queue``, ``priority`` and ``expires`` (counted from each occurrence)
+    are the enqueue options of each fired job."""
     kind = job.kind if isinstance(job, JobHandle) else str(job)
     normalized = validate_schedule(
-        name=name, cron=cron, tz=tz, kind=kind, payload=payload, catch_up=catch_up
+        name=name,
+        cron=cron,
+        tz=tz,
+        kind=kind,
+        payload=payload,
+        catch_up=catch_up,
+        every=every,
     )
+    interval = check_every(every)
     handle = ScheduleHandle(
-        name=name, cron=normalized, tz=str(tz), kind=kind, payload=payload, catch_up=catch_up
+        name=name,
+        cron=normalized,
+        tz=EVERY_TZ if tz is None and interval is not None else str(tz),
+        kind=kind,
+        payload=payload,
+        catch_up=catch_up,
+        every=interval,
+        queue=check_queue(queue),
+        priority=check_priority(priority),
+        expires=check_expires(expires),
     )
     with _lock:
         _declared[name] = handle
@@ -479,10 +670,14 @@ def sync_declared(now: datetime) -> None:
         row = rows.get(name)
         fields = {
             "cron": handle.cron,
+            "every": handle.every,
             "tz": handle.tz,
             "kind": handle.kind,
             "payload": handle.payload,
             "catch_up": handle.catch_up,
+            "queue": handle.queue,
+            "priority": handle.priority,
+            "expires": handle.expires,
         }
         if row is None:
             if Schedule.objects.using(alias).filter(name=name, owner__isnull=True).exists():
@@ -498,7 +693,7 @@ def sync_declared(now: datetime) -> None:
                 enabled=True,
                 synced_at=now,
                 checked_until=now,
-                next_run_at=next_run_or_none(handle.cron, handle.tz, now),
+                next_run_at=next_run_or_none(handle.cron, handle.tz, now, handle.every),
                 **fields,
             )
         else:
@@ -511,7 +706,9 @@ def sync_declared(now: datetime) -> None:
                 if returned:
                     # Occurrences from while it was gone are not caught up.
                     row.enabled, row.synced_at, row.checked_until = True, now, now
-                row.next_run_at = next_run_or_none(row.cron, row.tz, now) if row.enabled else None
+                row.next_run_at = (
+                    next_run_or_none(row.cron, row.tz, now, row.every) if row.enabled else None
+                )
                 row.save(using=alias)
     gone = [name for name in rows if name not in handles]
     if gone:

@@ -43,10 +43,10 @@ from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
-from .maintenance import prune_expired, rescue_stale
+from .maintenance import end_expired_jobs, prune_expired, rescue_stale
 from .publish import publish
 from .runner import publish_recorded
-from .scheduler import tick
+from .scheduler import tick_until
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -122,6 +122,11 @@ def bound_silent_network(store: Store) -> None:
     options = store.connection.settings_dict.setdefault("OPTIONS", {})
     for name, value in store.worker_connection_options.items():
         options.setdefault(name, value)
+
+
+#: Seconds between scheduler ticks at most, and at least (the keeper wakes every 0.1 s).
+TICK_EVERY = 1.0
+MIN_TICK = 0.05
 
 
 def make_worker_id(engine: str) -> str:
@@ -552,8 +557,7 @@ class Worker:
                     self._rescue()
                     next_rescue = now + rescue_every
                 if self.scheduler and not self.burst and now >= next_tick:
-                    self._tick_schedules()
-                    next_tick = now + 1.0
+                    next_tick = now + self._tick_schedules()
                 if self.scheduler and not self.burst and now >= next_prune:
                     self._prune()
                     next_prune = now + 60.0
@@ -597,12 +601,18 @@ class Worker:
         )
         self._cancels_heard([job_id for job_id, cancel in flags.items() if cancel])
 
-    def _tick_schedules(self) -> None:
+    def _tick_schedules(self) -> float:
+        """Fire the due occurrences; return the seconds until the next tick: at the next
+        occurrence of the schedules (so a 20 s interval fires on time), at most 1 s (a
+        schedule added meanwhile is seen within a second), at least the keeper's own beat."""
         try:
-            fired = self._retry_db(lambda: tick(clock.now())) or []
+            ticked: tuple[list[Job], datetime | None] = self._retry_db(
+                lambda: tick_until(clock.now())
+            ) or ([], None)
+            fired, next_at = ticked
         except Exception:  # a broken schedule must not stop the worker
             logger.exception("Scheduler tick failed; retrying at the next tick.")
-            return
+            return TICK_EVERY
         if fired:
             logger.info(
                 "Scheduler fired %s occurrence(s): %s",
@@ -610,6 +620,10 @@ class Worker:
                 ", ".join(job.idempotency_key or str(job.pk) for job in fired),
             )
             self.wake.set()
+        if next_at is None:
+            return TICK_EVERY
+        until = (next_at - clock.now()).total_seconds()
+        return min(TICK_EVERY, max(until, MIN_TICK))
 
     def _prune(self) -> None:
         """Apply JOBS["RETENTION"] (workers that run the scheduler do it, once a minute)."""
@@ -619,12 +633,24 @@ class Worker:
             logger.exception("Pruning expired jobs failed; retrying in a minute.")
 
     def _rescue(self) -> None:
+        self._end_expired()
         rescued = self._retry_db(
             lambda: rescue_stale(self.store, engine=self.engine, now=clock.now())
         )
         if rescued:
             logger.warning("Re-asked %s job(s) whose worker stopped: %s", len(rescued), rescued)
             self.wake.set()
+
+    def _end_expired(self) -> None:
+        """End the queued jobs whose ``expires_at`` passed unstarted (the claim passes over
+        them; this makes their end seen), with the rescue's cadence."""
+        try:
+            ended = self._retry_db(lambda: end_expired_jobs(clock.now())) or []
+        except Exception:  # expiry must never stop the worker
+            logger.exception("Ending expired jobs failed; retrying at the next rescue.")
+            return
+        if ended:
+            logger.info("Ended %s job(s) that expired before they started.", len(ended))
 
     def _retry_db(self, fn: Callable[[], Any], *, forever: bool = False) -> Any:
         """Run a store call; if the database is away, log, reconnect and try again."""

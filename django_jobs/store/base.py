@@ -21,7 +21,7 @@ from django.db.models import Model, Q
 
 from .. import clock
 from ..models import Job, JobStep, PrunedCount
-from ..states import ENDED_STATES, LIVE_STATES, JobState, StepState
+from ..states import ENDED_STATES, EXPIRED_ERROR, LIVE_STATES, JobState, StepState
 from .event_rows import Inserted, MakeRow, StoredEvent
 
 TABLE = Job._meta.db_table
@@ -36,6 +36,12 @@ ENDED = "state || ''"
 COLUMNS: list[str] = [f.column for f in Job._meta.concrete_fields]  # type: ignore[misc]
 SELECT_COLUMNS = ", ".join(f"{TABLE}.{c}" for c in COLUMNS)
 FIELD_NAMES = [f.attname for f in Job._meta.concrete_fields]
+
+#: Outcomes after which the row keeps the id of the worker whose run it was: the job ended,
+#: or stopped for a person (a job going back to the queue, or waiting, holds no worker).
+KEEPS_WORKER = frozenset(
+    (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.BLOCKED, JobState.UNKNOWN)
+)
 
 # Per database connection: (column index, Col, converters) of the columns that need converting.
 _CONVERTERS: WeakKeyDictionary[Any, list[tuple[int, Any, list[Any]]]] = WeakKeyDictionary()
@@ -86,6 +92,8 @@ class NewJob:
     created_at: datetime = field(metadata=_column("timestamptz"))
     # The job that spawned this one (``ctx.step.spawn``), or None.
     parent_id: int | None = field(default=None, metadata=_column("bigint"))
+    # ``expires=``: not started by then, it is never run (None: it never expires).
+    expires_at: datetime | None = field(default=None, metadata=_column("timestamptz"))
     # The JSON text of payload and captured when admission already made it (saves a dump).
     payload_json: str | None = None
     captured_json: str | None = None
@@ -185,6 +193,7 @@ def _compile_inserted() -> Callable[[NewJob, int], dict[str, Any]]:
     """``NewJob.inserted``, generated from the lists above (a dict literal: it runs for every
     job admitted, and a loop over the columns costs several times more)."""
     columns = {c.name: c for c in INSERT_COLUMNS}
+    optional = {f.name for f in fields(NewJob) if f.default is None}
     items = []
     for name in FIELD_NAMES:
         column = columns.get(name)
@@ -192,6 +201,8 @@ def _compile_inserted() -> Callable[[NewJob, int], dict[str, Any]]:
             value = "job_id"
         elif column is not None and column.is_json:
             value = f"_reread(row.{column.value.__name__}())"
+        elif column is not None and column.is_instant and name in optional:
+            value = f"(None if row.{name} is None else row.{name}.astimezone(_UTC))"
         elif column is not None and column.is_instant:
             value = f"row.{name}.astimezone(_UTC)"
         elif column is not None:
@@ -476,8 +487,14 @@ class Store:
 
     def claim_filters(self, request: Claim) -> tuple[str, list[Any]]:
         """The WHERE clause of "due jobs this worker may claim", and its parameters."""
-        filters = ["state IN ('queued', 'waiting')", "run_at <= %s"]
-        params: list[Any] = [self.dt(request.now)]
+        # A job that never started is not claimed past its ``expires_at`` (maintenance ends
+        # it, ``end_expired``); the column is read on the rows the claim index yields anyway.
+        filters = [
+            "state IN ('queued', 'waiting')",
+            "run_at <= %s",
+            "(expires_at IS NULL OR attempts > 0 OR expires_at > %s)",
+        ]
+        params: list[Any] = [self.dt(request.now), self.dt(request.now)]
         if request.engine is not None:
             filters.append("engine = %s")
             params.append(request.engine)
@@ -669,7 +686,7 @@ class Store:
             f"UPDATE {TABLE} SET state = %s, result = %s, error = %s, started_at = %s, "
             f"ended_at = %s, run_at = {run_at_sql}, wait_reason = %s, "
             "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
-            "worker_id = NULL, leased_until = NULL, "
+            "worker_id = %s, leased_until = NULL, "
             "cancel_requested = COALESCE(%s, cancel_requested), wake_requested = false "
             "WHERE id = %s AND worker_id = %s AND state = 'running' RETURNING parent_id",
             [
@@ -682,6 +699,7 @@ class Store:
                 o.wait_reason,
                 self.js(o.progress),
                 self.js(o.log),
+                o.worker_id if o.state in KEEPS_WORKER else None,
                 # An end clears the request; a job that goes on (a retry, a wait) keeps it,
                 # and its next run ends ``cancelled`` before the runner starts.
                 False if ended else None,
@@ -756,6 +774,25 @@ class Store:
             "WHERE id = %s AND worker_id = %s",
             [self.js(progress), self.js(log), job_id, worker_id],
         )
+
+    def end_expired(self, now: datetime, limit: int) -> list[Job]:
+        """End up to ``limit`` queued jobs that never started and whose ``expires_at`` has
+        passed: ``cancelled`` with the error "expired", which also frees their idempotency
+        keys (an ended job holds none). Their ends count against their parents as any
+        child's end does. A job a claim holds is ``running`` by then and is passed over."""
+        with transaction.atomic(using=self.alias):
+            expired = self.jobs_from(
+                f"UPDATE {TABLE} SET state = '{JobState.CANCELLED.value}', error = %s, "
+                "ended_at = %s, wait_reason = NULL "
+                f"WHERE id IN (SELECT id FROM {TABLE} WHERE state = '{JobState.QUEUED.value}' "
+                "AND expires_at IS NOT NULL AND expires_at <= %s AND attempts = 0 "
+                "ORDER BY expires_at LIMIT %s) "
+                f"AND state = '{JobState.QUEUED.value}' AND attempts = 0 "
+                f"AND expires_at <= %s RETURNING {', '.join(COLUMNS)}",
+                [EXPIRED_ERROR, self.dt(now), self.dt(now), limit, self.dt(now)],
+            )
+            self.children_ended([job.parent_id for job in expired], now)
+        return expired
 
     def cancel_children(self, parent_id: int, now: datetime) -> tuple[list[Job], list[int]]:
         """Cancel the children of ``parent_id`` that have not ended: at once, unless running

@@ -519,7 +519,7 @@ class PostgresStore(Store):
                 f"UPDATE {TABLE} AS j SET state = 'succeeded', result = u.result::jsonb, "
                 "error = NULL, started_at = u.started_at, ended_at = u.ended_at, "
                 "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
-                "log = COALESCE(u.log::jsonb, j.log), worker_id = NULL, leased_until = NULL, "
+                "log = COALESCE(u.log::jsonb, j.log), leased_until = NULL, "
                 "cancel_requested = false "
                 "FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::timestamptz[], "
                 "%b::text[], %b::text[]) AS u(id, result, started_at, ended_at, progress, log) "

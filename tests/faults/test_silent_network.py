@@ -90,7 +90,9 @@ def test_a_worker_cut_off_is_fenced_out_and_recovers(spawn, proxy, tmp_path: Pat
     # Nothing the cut-off worker wrote late landed over the second worker's run.
     again = Job.objects.get(pk=held.pk)
     assert (again.state, again.result, again.attempts) == (done.state, done.result, done.attempts)
-    assert again.worker_id is None
+    # The ended job keeps the id of the worker whose run ended it: the second one.
+    assert again.worker_id == done.worker_id
+    assert f":{second.popen.pid}:" in (again.worker_id or "")
     steps = {s.name: s.value for s in JobStep.objects.filter(job_id=held.pk)}
     assert steps == {
         "first": done.result["first"],

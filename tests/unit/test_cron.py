@@ -149,7 +149,9 @@ def test_occurrences_between_keeps_the_earliest_up_to_limit() -> None:
         ("0 3 * * *", ""),
         ("61 * * * *", "UTC"),
         ("* * *", "UTC"),
-        ("0 0 * * * *", "UTC"),
+        ("0 0 * * * * 2030", "UTC"),  # a seventh field (years) is refused
+        ("0 0 * * * 60", "UTC"),  # the second is 0-59
+        ("0 0 * * * H", "UTC"),
     ],
 )
 def test_bad_schedules_raise_invalid_schedule(cron: str, tz: str | None) -> None:
@@ -189,7 +191,7 @@ def test_validate_tz_returns_zoneinfo() -> None:
         "   ",
         "61 * * * *",
         "* * *",
-        "0 0 * * * *",
+        "0 0 * * * * *",
         "0 0 1 1 * 2030",
         "0 24 * * *",
         "*/0 * * * *",
@@ -559,3 +561,131 @@ def test_due_occurrences_agree_with_occurrences_between(
     kept = {"skip": [], "run-once": missed[-1:], "run-all": missed[-MAX_CATCH_UP:]}[catch_up]
     due = due_occurrences(cron.expr, tz, since=since, now=now, grace=grace, catch_up=catch_up)
     assert due == kept + on_time[-MAX_CATCH_UP:]
+
+
+# --- seconds: every= intervals and the sixth cron field ---------------------------------------
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@settings(database=None, max_examples=300, deadline=None)
+@given(
+    every=st.one_of(
+        st.integers(1, 3 * 86400).map(lambda s: timedelta(seconds=s)),
+        st.integers(1_000_000, 10**11).map(lambda us: timedelta(microseconds=us)),
+    ),
+    after=st.datetimes(
+        min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+    ),
+    n=st.integers(1, 20),
+)
+def test_every_occurrences_are_multiples_from_the_epoch_strictly_increasing(every, after, n):
+    runs = next_runs(None, None, after, n, every=every)
+    assert len(runs) == n
+    assert_utc(runs)
+    assert runs[0] > after and runs[0] - every <= after  # the first multiple after ``after``
+    for run in runs:
+        assert (run - EPOCH) % every == timedelta(0)
+    assert all(b - a == every for a, b in itertools.pairwise(runs))
+    # The scheduler's view agrees: a tick at the last one, since ``after``, fires them all.
+    due = due_occurrences(
+        None,
+        None,
+        since=after,
+        now=runs[-1],
+        grace=timedelta(days=400),
+        catch_up="skip",
+        every=every,
+    )
+    assert due == runs
+    assert occurrences_between(None, None, after, runs[-1], every=every) == runs
+
+
+def test_every_accepts_what_durations_read_and_refuses_the_rest() -> None:
+    assert next_runs(None, None, utc(2026, 1, 1, 0, 0, 5), 2, every="20s") == [
+        utc(2026, 1, 1, 0, 0, 20),
+        utc(2026, 1, 1, 0, 0, 40),
+    ]
+    assert next_runs("", "Europe/Paris", utc(2026, 1, 1), 1, every=3600) == [utc(2026, 1, 1, 1)]
+    for bad, words in [
+        ("0.5s", "shorter than 1 second"),
+        (0, "shorter than 1 second"),
+        ("soon", "not a duration"),
+        ("4000d", "longer than 10 years"),
+        (10**20, "longer than 10 years"),
+    ]:
+        with pytest.raises(InvalidSchedule, match=words):
+            next_runs(None, None, utc(2026, 1, 1), 1, every=bad)
+    with pytest.raises(InvalidSchedule, match="not both"):
+        next_runs("* * * * *", "UTC", utc(2026, 1, 1), 1, every="20s")
+    with pytest.raises(InvalidSchedule, match="exactly one"):
+        next_runs("", "UTC", utc(2026, 1, 1), 1)
+
+
+def test_six_fields_read_the_last_as_the_second() -> None:
+    assert validate_cron("  * * * *  * */20 ") == "* * * * * */20"
+    assert next_runs("* * * * * */20", "UTC", utc(2026, 1, 1, 0, 0, 5), 3) == [
+        utc(2026, 1, 1, 0, 0, 20),
+        utc(2026, 1, 1, 0, 0, 40),
+        utc(2026, 1, 1, 0, 1, 0),
+    ]
+    assert next_runs("0 3 * * * 30", "UTC", utc(2026, 1, 1), 2) == [
+        utc(2026, 1, 1, 3, 0, 30),
+        utc(2026, 1, 2, 3, 0, 30),
+    ]
+    # Five fields are unchanged: second 0.
+    assert next_runs("0 3 * * *", "UTC", utc(2026, 1, 1), 1) == [utc(2026, 1, 1, 3)]
+
+
+def test_six_field_catch_up_counts_second_occurrences() -> None:
+    due = due_occurrences(
+        "* * * * * */20",
+        "UTC",
+        since=utc(2026, 1, 1, 0, 0, 0),
+        now=utc(2026, 1, 1, 0, 10, 0),
+        grace=timedelta(seconds=30),
+        catch_up="run-all",
+    )
+    assert len(due) == 30 and due[0] == utc(2026, 1, 1, 0, 0, 20)
+    assert due[-1] == utc(2026, 1, 1, 0, 10, 0)
+
+
+SIX_FIELD_EXPRS = [
+    "* * * * * */20",
+    "*/5 * * * * 15,45",
+    "0 3 * * * 30",
+    "30 2 * * * 0-59/7",
+    "0 */6 * * 1-5 10",
+    "15 12 1 * * 59",
+]
+
+
+@settings(database=None, max_examples=200, deadline=None)
+@given(
+    expr=st.sampled_from(SIX_FIELD_EXPRS),
+    tz=st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]),
+    after=st.datetimes(
+        min_value=datetime(2025, 1, 1), max_value=datetime(2027, 12, 31), timezones=st.just(UTC)
+    ),
+)
+def test_six_field_crons_agree_with_croniters_own_iteration_away_from_dst(expr, tz, after):
+    from croniter import croniter
+    from hypothesis import assume
+
+    zone = ZoneInfo(tz)
+    runs = next_runs(expr, tz, after, 5)
+    assert len(runs) == 5
+    # Away from DST edges: one offset from ``after`` to a day past the last run.
+    offsets = {(t).astimezone(zone).utcoffset() for t in (after, runs[-1] + timedelta(days=1))}
+    hours = int((runs[-1] - after).total_seconds() // 3600) + 26
+    offsets |= {(after + timedelta(hours=h)).astimezone(zone).utcoffset() for h in range(hours)}
+    assume(len(offsets) == 1)
+    wall = after.astimezone(zone).replace(tzinfo=None)
+    walk = croniter(expr, wall)
+    expected = []
+    while len(expected) < 5:
+        local = walk.get_next(datetime)
+        instant = local.replace(tzinfo=zone).astimezone(UTC)
+        if instant > after:
+            expected.append(instant)
+    assert runs == expected

@@ -96,3 +96,17 @@ def test_describe_is_a_json_manifest():
     assert row["input"]["properties"]["order"] == {"type": "integer", "minimum": 1}
     assert row["input"]["required"] == ["order"]
     assert row["concurrency"] == 4
+
+
+def test_describe_shows_the_rate():
+    from testproject.jobs import validated
+
+    @job("unit.rated", idempotency_key="payload", rate="5/10s")
+    def rated(ctx):
+        return None
+
+    try:
+        assert rated.describe()["rate"] == "5/10s"
+        assert validated.describe()["rate"] is None
+    finally:
+        unregister("unit.rated")
