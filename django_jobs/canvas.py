@@ -1,0 +1,222 @@
+"""Canvas at the call site: ``chain`` and ``group`` of signatures (``handle.s(payload)``).
+
+``chain(a.s(p1), b.s(p2))`` runs each member after the previous one succeeded, handing it the
+previous result as ``ctx.previous``; ``group(a.s(p) for p in ps)`` runs them side by side and
+its result is the list of theirs; ``chain(group(...), c.s(p))`` is a chord (``c`` reads the
+group's results as ``ctx.previous``). ``.enqueue()`` admits one job of the built-in kind
+``django_jobs.flow`` whose payload is the canvas as JSON; the flow runs it with durable
+``spawn`` and ``gather`` steps, so every member is a child job of the flow (or of a child
+flow, for a chain or group inside a group), and a crash anywhere replays from the steps.
+
+Step names come from positions: a chain's link ``i`` is ``"i.spawn"`` then ``"i.gather"``
+(nested: ``"1.0.spawn"``); a group spawns its members in runs of the same kind and options
+(``"spawn.0"``, ``"spawn.1"``, ...) then gathers them all (``"gather"``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from rest_framework import serializers
+
+from .exceptions import InvalidPayload
+from .registry import JobHandle, job, lookup
+from .signature import NOT_MEMBER_OPTIONS, Signature, decode_options, encode_options
+
+if TYPE_CHECKING:
+    from .models import Job
+
+FLOW_KIND = "django_jobs.flow"
+
+
+class Canvas:
+    """What ``chain`` and ``group`` build; ``enqueue`` admits it as one flow job."""
+
+    form = ""
+
+    def __init__(self, members: tuple[Any, ...]) -> None:
+        if len(members) == 1 and not isinstance(members[0], Signature | Canvas):
+            members = tuple(members[0])  # one iterable: group(a.s(p) for p in ps)
+        for member in members:
+            if not isinstance(member, Signature | Canvas):
+                raise TypeError(
+                    f"{self.form}() takes signatures (handle.s(payload)), chains and groups; "
+                    f"got {member!r}."
+                )
+        self.members: tuple[Signature | Canvas, ...] = members
+
+    def describe(self) -> dict[str, Any]:
+        """The canvas as the flow's payload stores it."""
+        return {self.form: [member.describe() for member in self.members]}
+
+    def enqueue(
+        self,
+        *,
+        owner: Any = None,
+        tenant: str | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> Job:
+        """Admit the flow job; each member is validated now (``UnknownKind``,
+        ``InvalidPayload``). Its idempotency key defaults to a hash of the canvas: enqueueing
+        the same canvas while its flow is live returns that flow (``job.deduped``)."""
+        return lookup(FLOW_KIND).enqueue(
+            self.describe(), owner=owner, tenant=tenant, idempotency_key=idempotency_key, **options
+        )
+
+    def as_user(self, user: Any, **options: Any) -> Job:
+        return lookup(FLOW_KIND).as_user(user, self.describe(), **options)
+
+    async def aenqueue(self, **options: Any) -> Job:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue)(**options)
+
+    def __repr__(self) -> str:
+        return f"{self.form}({', '.join(repr(m) for m in self.members)})"
+
+
+class Chain(Canvas):
+    form = "chain"
+
+
+class Group(Canvas):
+    form = "group"
+
+
+def chain(*members: Any) -> Chain:
+    """Run the members one after another; each reads the previous result as ``ctx.previous``."""
+    return Chain(members)
+
+
+def group(*members: Any) -> Group:
+    """Run the members side by side; the result is the list of their results, in order."""
+    return Group(members)
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def _enqueue_options() -> set[str]:
+    # What JobHandle.enqueue takes, read from it: an option added there works in a flow too.
+    return set(inspect.signature(JobHandle.enqueue).parameters) - {"self", "payload"}
+
+
+def validate_canvas(node: Any, path: str = "flow") -> None:
+    """Raise ``InvalidPayload`` (``UnknownKind`` for a kind nobody registered) unless ``node``
+    is a canvas whose every member's payload validates and whose key can be computed."""
+    if not isinstance(node, dict):
+        raise InvalidPayload(
+            f"{path} is {node!r}; a flow's payload is a canvas: "
+            '{"chain": [...]}, {"group": [...]} or {"kind": ..., "payload": ...}. '
+            "Build it with django_jobs.chain / group."
+        )
+    forms = [form for form in ("chain", "group") if form in node]
+    if forms:
+        members = node[forms[0]]
+        if len(node) != 1 or not isinstance(members, list):
+            raise InvalidPayload(f"{path}: {{{forms[0]!r}: [members]}} takes nothing else.")
+        for index, member in enumerate(members):
+            validate_canvas(member, f"{path}.{forms[0]}[{index}]")
+        return
+    unknown = set(node) - {"kind", "payload", "options"}
+    if unknown or not isinstance(node.get("kind"), str):
+        raise InvalidPayload(
+            f"{path} is not a member: a member is {{'kind': str, 'payload': ..., "
+            f"'options': {{...}}}} (extra: {sorted(unknown)})."
+        )
+    handle = lookup(node["kind"])
+    options = node.get("options") or {}
+    if not isinstance(options, dict):
+        raise InvalidPayload(f"{path}: options must be an object of enqueue options.")
+    for name in options:
+        if name in NOT_MEMBER_OPTIONS:
+            raise InvalidPayload(
+                f"{path} ({handle.kind}): {name}= is not for a flow's member (it carries the "
+                "flow's owner and tenant, and the flow is its parent). Pass owner= and tenant= "
+                "to the flow's enqueue()."
+            )
+        if name not in _enqueue_options():
+            raise InvalidPayload(
+                f"{path} ({handle.kind}): enqueue takes no option {name!r}; "
+                f"it takes {', '.join(sorted(_enqueue_options() - set(NOT_MEMBER_OPTIONS)))}."
+            )
+    payload = node.get("payload")
+    try:
+        handle.validate_payload(payload)
+        if "idempotency_key" not in options:
+            handle.key_for(payload)
+    except InvalidPayload as exc:
+        raise InvalidPayload(f"{path} ({handle.kind}): {exc.message}", errors=exc.errors) from exc
+
+
+class FlowInput(serializers.Serializer):  # type: ignore[type-arg]
+    """The payload of ``django_jobs.flow``: a canvas (``Canvas.describe()``)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        validate_canvas(data)
+        return data
+
+
+# -- the flow ---------------------------------------------------------------------------------
+
+
+@job(
+    FLOW_KIND,
+    idempotency_key="payload",
+    label="Flow (chain, group)",
+    group="django_jobs",
+    input=FlowInput,
+)
+def run_flow(ctx: Any) -> Any:
+    """Run the canvas in the payload; a flow spawned by a flow starts from its ``previous``."""
+    return _run(ctx, ctx.payload, "", ctx.previous)
+
+
+def _run(ctx: Any, node: dict[str, Any], path: str, previous: Any) -> Any:
+    if "chain" in node:
+        for index, link in enumerate(node["chain"]):
+            previous = _run(ctx, link, f"{path}{index}.", previous)
+        return previous
+    if "group" in node:
+        ids: list[int] = []
+        for index, run in enumerate(_runs(node["group"])):
+            ids += _spawn(ctx, f"{path}spawn.{index}", run, previous)
+        return ctx.step.gather(f"{path}gather", ids) if ids else []
+    ids = _spawn(ctx, f"{path}spawn", [node], previous)
+    return ctx.step.gather(f"{path}gather", ids)[0]
+
+
+def _runs(members: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    """Consecutive members of one kind and the same options, spawned in one round trip; a
+    chain or group inside a group runs as a flow of its own (a child flow)."""
+    run: list[dict[str, Any]] = []
+    for member in members:
+        same = (
+            run
+            and "kind" in member
+            and member["kind"] == run[0].get("kind")
+            and member.get("options") == run[0].get("options")
+        )
+        if run and not same:
+            yield run
+            run = []
+        run.append(member)
+    if run:
+        yield run
+
+
+def _spawn(ctx: Any, name: str, run: list[dict[str, Any]], previous: Any) -> list[int]:
+    first = run[0]
+    if "kind" not in first:
+        # A sub-flow's key names its place, so two equal sub-canvases are two flows.
+        key = f"flow:{ctx.job.pk}:{name}"
+        return list(ctx.step.spawn(name, FLOW_KIND, first, previous=previous, idempotency_key=key))
+    options = decode_options(first.get("options"))
+    payloads = [member.get("payload") for member in run]
+    return list(ctx.step.spawn(name, first["kind"], payloads, previous=previous, **options))
+
+
+__all__ = ["FLOW_KIND", "Chain", "Group", "chain", "encode_options", "group", "validate_canvas"]
