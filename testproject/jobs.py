@@ -492,16 +492,23 @@ class AddInput(serializers.Serializer):
     n = serializers.IntegerField()
     until = serializers.CharField(required=False)
     fail = serializers.BooleanField(required=False, default=False)
+    pause = serializers.FloatField(required=False, default=0)
 
 
-@job("canvas.add", idempotency_key="payload", input=AddInput, retry=Retry(attempts=1))
+@job(
+    "canvas.add",
+    idempotency_key="payload",
+    input=AddInput,
+    retry=Retry(attempts=3, delay=0, jitter=False),  # a kill -9 costs the run it cut off
+)
 def canvas_add(ctx):
     """``n`` plus the previous result (0 first); ``until``: wait for that file before the
-    effect; ``fail``: raise."""
+    effect; ``fail``: raise; ``pause``: sleep that many seconds first (a slower member)."""
     if ctx.payload.get("until"):
         _wait_for_file(ctx.payload["until"], seconds=60)
     if ctx.payload.get("fail"):
         raise RuntimeError(f"canvas.add {ctx.payload['n']} was asked to fail")
+    time.sleep(ctx.payload.get("pause") or 0)
     _effect(ctx, f"canvas.add:{ctx.payload['n']}")
     previous = ctx.previous if isinstance(ctx.previous, int) else 0
     return previous + ctx.payload["n"]
