@@ -15,11 +15,10 @@ Step names come from positions: a chain's link ``i`` is ``"i.spawn"`` then ``"i.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-
-from rest_framework import serializers
 
 from .exceptions import InvalidPayload
 from .registry import JobHandle, job, lookup
@@ -99,9 +98,10 @@ def group(*members: Any) -> Group:
 # -- validation ------------------------------------------------------------------------------
 
 
-def _enqueue_options() -> set[str]:
+@functools.cache
+def _enqueue_options() -> frozenset[str]:
     # What JobHandle.enqueue takes, read from it: an option added there works in a flow too.
-    return set(inspect.signature(JobHandle.enqueue).parameters) - {"self", "payload"}
+    return frozenset(inspect.signature(JobHandle.enqueue).parameters) - {"self", "payload"}
 
 
 def validate_canvas(node: Any, path: str = "flow") -> None:
@@ -145,19 +145,21 @@ def validate_canvas(node: Any, path: str = "flow") -> None:
             )
     payload = node.get("payload")
     try:
-        handle.validate_payload(payload)
-        if "idempotency_key" not in options:
+        # Without ``input`` the check is JSON, which the flow's whole payload passes already;
+        # a "payload" key is a hash of it, always computable.
+        if handle.input is not None:
+            handle.validate_payload(payload)
+        if "idempotency_key" not in options and handle.idempotency_key != "payload":
             handle.key_for(payload)
     except InvalidPayload as exc:
         raise InvalidPayload(f"{path} ({handle.kind}): {exc.message}", errors=exc.errors) from exc
 
 
-class FlowInput(serializers.Serializer):  # type: ignore[type-arg]
-    """The payload of ``django_jobs.flow``: a canvas (``Canvas.describe()``)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        validate_canvas(data)
-        return data
+def checked_at_admission(payload: Any) -> None:
+    """The flow's ``capture``: validates the canvas when the flow is admitted, by any door
+    (``chain(...).enqueue()``, ``django_jobs.enqueue``, the API), and captures nothing. Not an
+    ``input`` serializer: that would walk every member again on each of the flow's runs."""
+    validate_canvas(payload)
 
 
 # -- the flow ---------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ class FlowInput(serializers.Serializer):  # type: ignore[type-arg]
     idempotency_key="payload",
     label="Flow (chain, group)",
     group="django_jobs",
-    input=FlowInput,
+    capture=checked_at_admission,
 )
 def run_flow(ctx: Any) -> Any:
     """Run the canvas in the payload; a flow spawned by a flow starts from its ``previous``."""
