@@ -97,11 +97,13 @@ def canvas(jobs: int) -> float:
 
 def best(jobs: int, runs: int) -> tuple[float, float, float]:
     """The minimum wall time of ``runs`` plain drains, of ``runs`` fan-outs, of ``runs``
-    chords built at the call site."""
+    chords built at the call site, taken in rounds of one each (a busy machine's load drifts:
+    rounds put each side through the same stretches of it)."""
+    rounds = [(plain(jobs), workflow(jobs), canvas(jobs)) for _ in range(runs)]
     return (
-        min(plain(jobs) for _ in range(runs)),
-        min(workflow(jobs) for _ in range(runs)),
-        min(canvas(jobs) for _ in range(runs)),
+        min(r[0] for r in rounds),
+        min(r[1] for r in rounds),
+        min(r[2] for r in rounds),
     )
 
 

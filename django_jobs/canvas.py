@@ -30,6 +30,28 @@ if TYPE_CHECKING:
 FLOW_KIND = "django_jobs.flow"
 
 
+def _batched(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A group's members with each run of one kind and the same options stored once, as
+    ``{"kind", "payloads": [...], "options"}``: a group of 10,000 small members stays well
+    within ``JOBS["MAX_PAYLOAD_BYTES"]``."""
+    out: list[dict[str, Any]] = []
+    for node in nodes:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and "kind" in node
+            and "kind" in last
+            and last["kind"] == node["kind"]
+            and last.get("options") == node.get("options")
+        ):
+            if "payload" in last:
+                last["payloads"] = [last.pop("payload")]
+            last["payloads"].append(node["payload"])
+        else:
+            out.append(dict(node))
+    return out
+
+
 class Canvas:
     """What ``chain`` and ``group`` build; ``enqueue`` admits it as one flow job."""
 
@@ -84,6 +106,9 @@ class Chain(Canvas):
 class Group(Canvas):
     form = "group"
 
+    def describe(self) -> dict[str, Any]:
+        return {"group": _batched([member.describe() for member in self.members])}
+
 
 def chain(*members: Any) -> Chain:
     """Run the members one after another; each reads the previous result as ``ctx.previous``."""
@@ -104,7 +129,7 @@ def _enqueue_options() -> frozenset[str]:
     return frozenset(inspect.signature(JobHandle.enqueue).parameters) - {"self", "payload"}
 
 
-def validate_canvas(node: Any, path: str = "flow") -> None:
+def validate_canvas(node: Any, path: str = "flow", *, in_group: bool = False) -> None:
     """Raise ``InvalidPayload`` (``UnknownKind`` for a kind nobody registered) unless ``node``
     is a canvas whose every member's payload validates and whose key can be computed."""
     if not isinstance(node, dict):
@@ -119,13 +144,19 @@ def validate_canvas(node: Any, path: str = "flow") -> None:
         if len(node) != 1 or not isinstance(members, list):
             raise InvalidPayload(f"{path}: {{{forms[0]!r}: [members]}} takes nothing else.")
         for index, member in enumerate(members):
-            validate_canvas(member, f"{path}.{forms[0]}[{index}]")
+            validate_canvas(member, f"{path}.{forms[0]}[{index}]", in_group=forms[0] == "group")
         return
-    unknown = set(node) - {"kind", "payload", "options"}
+    batch = "payloads" in node
+    unknown = set(node) - {"kind", "payloads" if batch else "payload", "options"}
     if unknown or not isinstance(node.get("kind"), str):
         raise InvalidPayload(
             f"{path} is not a member: a member is {{'kind': str, 'payload': ..., "
             f"'options': {{...}}}} (extra: {sorted(unknown)})."
+        )
+    if batch and not (in_group and isinstance(node["payloads"], list)):
+        raise InvalidPayload(
+            f"{path}: {{'kind', 'payloads': [...]}} (members of one kind side by side) belongs "
+            "in a group, with a list of payloads."
         )
     handle = lookup(node["kind"])
     options = node.get("options") or {}
@@ -143,16 +174,20 @@ def validate_canvas(node: Any, path: str = "flow") -> None:
                 f"{path} ({handle.kind}): enqueue takes no option {name!r}; "
                 f"it takes {', '.join(sorted(_enqueue_options() - set(NOT_MEMBER_OPTIONS)))}."
             )
-    payload = node.get("payload")
-    try:
-        # Without ``input`` the check is JSON, which the flow's whole payload passes already;
-        # a "payload" key is a hash of it, always computable.
-        if handle.input is not None:
-            handle.validate_payload(payload)
-        if "idempotency_key" not in options and handle.idempotency_key != "payload":
-            handle.key_for(payload)
-    except InvalidPayload as exc:
-        raise InvalidPayload(f"{path} ({handle.kind}): {exc.message}", errors=exc.errors) from exc
+    payloads = node["payloads"] if batch else [node.get("payload")]
+    for index, payload in enumerate(payloads):
+        try:
+            # Without ``input`` the check is JSON, which the flow's whole payload passes
+            # already; a "payload" key is a hash of it, always computable.
+            if handle.input is not None:
+                handle.validate_payload(payload)
+            if "idempotency_key" not in options and handle.idempotency_key != "payload":
+                handle.key_for(payload)
+        except InvalidPayload as exc:
+            where = f"{path}.payloads[{index}]" if batch else path
+            raise InvalidPayload(
+                f"{where} ({handle.kind}): {exc.message}", errors=exc.errors
+            ) from exc
 
 
 def checked_at_admission(payload: Any) -> None:
@@ -217,7 +252,11 @@ def _spawn(ctx: Any, name: str, run: list[dict[str, Any]], previous: Any) -> lis
         key = f"flow:{ctx.job.pk}:{name}"
         return list(ctx.step.spawn(name, FLOW_KIND, first, previous=previous, idempotency_key=key))
     options = decode_options(first.get("options"))
-    payloads = [member.get("payload") for member in run]
+    payloads = [
+        p
+        for member in run
+        for p in (member["payloads"] if "payloads" in member else [member.get("payload")])
+    ]
     return list(ctx.step.spawn(name, first["kind"], payloads, previous=previous, **options))
 
 

@@ -149,3 +149,40 @@ def test_member_options_reach_each_member_and_owner_is_the_flows(django_user_mod
 def test_the_flow_kind_is_operator_only_on_the_default_engine():
     described = lookup(FLOW_KIND).describe()
     assert described["member_safe"] is False and described["engine"] == "default"
+
+
+def test_a_group_stores_runs_of_one_kind_once_and_keeps_the_members_order():
+    canvas = group(
+        canvas_add.s({"n": 1}),
+        canvas_add.s({"n": 2}),
+        canvas_echo.s({"e": 1}),
+        canvas_add.s({"n": 3}, priority=1),
+        canvas_add.s({"n": 4}, priority=1),
+    )
+    assert canvas.describe() == {
+        "group": [
+            {"kind": "canvas.add", "payloads": [{"n": 1}, {"n": 2}]},
+            {"kind": "canvas.echo", "payload": {"e": 1}},
+            {"kind": "canvas.add", "payloads": [{"n": 3}, {"n": 4}], "options": {"priority": 1}},
+        ]
+    }
+    flow = canvas.enqueue()
+    run_until_idle()
+    flow.refresh_from_db()
+    assert flow.result == [1, 2, {"payload": {"e": 1}, "previous": None}, 3, 4]
+
+
+def test_a_batch_of_payloads_belongs_in_a_group():
+    with pytest.raises(InvalidPayload, match="belongs in a group"):
+        lookup(FLOW_KIND).enqueue({"chain": [{"kind": "canvas.add", "payloads": [{"n": 1}]}]})
+    with pytest.raises(InvalidPayload, match=r"flow.group\[0\].payloads\[1\] \(canvas.add\)"):
+        lookup(FLOW_KIND).enqueue(
+            {"group": [{"kind": "canvas.add", "payloads": [{"n": 1}, {"n": "x"}]}]}
+        )
+
+
+def test_a_chord_of_ten_thousand_small_members_fits_in_one_payload():
+    from django_jobs.validation import payload_limit, storable_payload
+
+    canvas = chain(group(canvas_add.s({"n": n}) for n in range(10_000)), canvas_total.s({}))
+    assert len(storable_payload(canvas.describe())) < payload_limit()
