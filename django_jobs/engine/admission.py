@@ -108,7 +108,7 @@ def _behind(
         # Admitted when the current job's success is recorded, in that same transaction: its
         # key is free by then, and the new job cannot start before the current one ends. An
         # attempt that does not succeed admits nothing (its rerun enqueues again).
-        running.after.append(lambda: _store_rows(handle, rows, alias, "return"))
+        running.add(lambda: _store_rows(handle, rows, alias, "return"))
         return [_pending_job(row) for row in rows]
     mine = (current.kind, current.owner_id or 0, current.idempotency_key)
     if any((row.kind, row.owner_id or 0, row.idempotency_key) == mine for row in rows):

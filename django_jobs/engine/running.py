@@ -9,19 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..models import Job
 
 
-@dataclass(eq=False)
 class Running:
     """One run of a job: the job, and what its success admits (``after_current=True``)."""
 
-    job: Job
-    after: list[Callable[[], None]] = field(default_factory=list)
+    __slots__ = ("after", "job")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.after: list[Callable[[], object]] | None = None  # made on first use: most runs none
+
+    def add(self, admit: Callable[[], object]) -> None:
+        if self.after is None:
+            self.after = []
+        self.after.append(admit)
 
     def on_success(self) -> Callable[[], None] | None:
         """What the transaction recording this run's success must do, or None."""

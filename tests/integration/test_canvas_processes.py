@@ -4,6 +4,7 @@ hooks run in the worker process."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 from collections import Counter
 
@@ -95,3 +96,15 @@ def test_hooks_run_in_the_worker_with_the_exception(spawn, tmp_path):
             f"success {fine.pk} succeeded None None",
         ]
     )
+
+
+def test_a_batch_loop_enqueueing_itself_behind_runs_every_batch_in_a_worker(spawn):
+    from testproject.jobs import canvas_batch
+
+    canvas_batch.enqueue({"name": "worker-loop", "left": 4})
+    worker = spawn("runjobs", "--burst", "--concurrency", "2")
+    assert worker.wait() == 0, worker.output()
+    runs = list(Job.objects.filter(kind="canvas.batch").order_by("pk"))
+    assert [r.result for r in runs] == [4, 3, 2, 1]
+    assert {r.state for r in runs} == {"succeeded"}
+    assert all(a.ended_at <= b.started_at for a, b in itertools.pairwise(runs))
