@@ -114,7 +114,12 @@ class InlineSteps:
         return self.wait_for_event(name, event, **options)
 
     async def aspawn(self, name: str, handle: Any, payloads: Any, **options: Any) -> list[int]:
-        return self.spawn(name, handle, payloads, **options)
+        start = len(self._children)
+        ids = self.spawn(name, handle, payloads, **options)
+        for index in range(start, len(self._children)):  # async children: run them now
+            if inspect.isawaitable(self._children[index]):
+                self._children[index] = await self._children[index]
+        return ids
 
     async def agather(self, name: str, ids: list[int], **options: Any) -> list[Any]:
         return self.gather(name, ids, **options)

@@ -146,6 +146,23 @@ def test_an_async_runner_is_awaited_inline():
 
     assert asyncio.run(async_job({"n": 3})) == {"async": True, "payload": {"n": 3}}
 
+    @job("celery_calls.async_fan", idempotency_key="payload")
+    async def async_fan(ctx):
+        ids = await ctx.step.aspawn("children", async_job, [{"n": 1}, {"n": 2}])
+        seen = await ctx.step.arun("seen", lambda: len(ids))
+        return {"seen": seen, "results": await ctx.step.agather("gathered", ids)}
+
+    try:
+        assert asyncio.run(async_fan({})) == {
+            "seen": 2,
+            "results": [
+                {"async": True, "payload": {"n": 1}},
+                {"async": True, "payload": {"n": 2}},
+            ],
+        }
+    finally:
+        unregister("celery_calls.async_fan")
+
 
 # -- a job enqueueing itself ------------------------------------------------------------------
 
