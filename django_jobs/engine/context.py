@@ -15,6 +15,7 @@ from ..durations import Duration, parse_duration
 from ..exceptions import Cancelled, JobTimeout
 from ..validation import storable_text
 from .hooks import Hooks
+from .running import Running
 from .steps import Steps
 from .workflows import read_previous
 
@@ -33,10 +34,12 @@ class Requeue:
     run_at: datetime
 
 
-class LiveState:
-    """Progress and log lines of a running job, written to the row in coalesced batches."""
+class LiveState(Running):
+    """Progress and log lines of a running job, written to the row in coalesced batches; and,
+    as ``Running``, the run that ``engine.running.CURRENT`` names while the runner is called."""
 
     def __init__(self, job: Job) -> None:
+        self.job, self.after = job, None  # Running's, set here: one call less per job
         self.lock = threading.Lock()
         self.progress: dict[str, Any] | None = job.progress
         self.log: list[str] = list(job.log or [])

@@ -144,10 +144,9 @@ class Executor:
             live.deadline = started + handle.timeout
         live.hooks = handle.hooks
         ctx = JobContext(job, payload, live)
-        running = Running(job)
-        token = CURRENT.set(running)
+        token = CURRENT.set(live)
         try:
-            value = self._call(handle, ctx, running)
+            value = self._call(handle, ctx, live)
             if ctx.timed_out and handle.timeout is not None:
                 raise JobTimeout(
                     f"Job #{job.pk} ran past its timeout of {handle.timeout}; make it faster, "
@@ -160,8 +159,8 @@ class Executor:
         finally:
             CURRENT.reset(token)
         outcome = self._from_value(job, started, value, live)
-        if running.after and outcome.state == JobState.SUCCEEDED:
-            outcome.then = running.on_success()  # after_current=True: admitted with the success
+        if live.after and outcome.state == JobState.SUCCEEDED:
+            outcome.then = live.on_success()  # after_current=True: admitted with the success
         return outcome
 
     def crashed(

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 class Running:
     """One run of a job: the job, and what its success admits (``after_current=True``)."""
 
-    __slots__ = ("after", "job")
-
     def __init__(self, job: Job) -> None:
         self.job = job
         self.after: list[Callable[[], object]] | None = None  # made on first use: most runs none
