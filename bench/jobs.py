@@ -36,6 +36,12 @@ def fan_out(ctx: object) -> int:
     return len(ctx.step.gather("gathered", ids))  # type: ignore[attr-defined]
 
 
+@job("bench.chord_total", idempotency_key="payload")
+def chord_total(ctx: object) -> int:
+    """A chord's callback: how many results the group handed over (``bench.fanout``)."""
+    return len(ctx.previous)  # type: ignore[attr-defined]
+
+
 @job("bench.three_steps", idempotency_key="payload")
 def three_steps(ctx: object) -> None:
     """Three durable steps that do nothing: the cost of recording steps, beside a no-op."""

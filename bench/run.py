@@ -36,6 +36,7 @@ clock.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -536,6 +537,8 @@ def module_figures(args: argparse.Namespace, only: set[str], results: Results) -
 
         results.add("fan-out: plain drain (s)", fanout.plain(args.jobs))
         results.add("fan-out: spawn and gather (s)", fanout.workflow(args.jobs))
+        if importlib.util.find_spec("django_jobs.canvas") is not None:  # a revision before it
+            results.add("fan-out: chord at the call site (s)", fanout.canvas(args.jobs))
     if "memory" in only:
         from bench import memory
 

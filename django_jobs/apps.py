@@ -26,6 +26,8 @@ class JobsConfig(AppConfig):
         from .events import install as install_live_events
 
         install_live_events()  # stored event rows -> Redis, for a fleet's SSE and WebSocket
+        from . import canvas  # noqa: F401 - registers the built-in kind django_jobs.flow
+
         autodiscover_modules("jobs")
 
         from .tasks import register_task_backends

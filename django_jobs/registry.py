@@ -14,14 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from .conf import jobs_settings
 from .durations import Duration, parse_duration, parse_rate
+from .engine.hooks import Hook, Hooks
 from .engine.retry import Retry
 from .exceptions import IdempotencyRequired, InvalidPayload, JobDuplicate, UnknownKind
 from .schema import serializer_json_schema
+from .signature import Signature
 from .validation import check_key
 from .validation import storable_json as ensure_json
 
 if TYPE_CHECKING:
     from .models import Job
+
+#: What ``handle(x)`` takes for a payload (run inline), rather than a ``ctx`` (run as runner).
+_PAYLOAD_TYPES = (dict, list, str, int, float, bool, type(None))
 
 _registry: dict[str, JobHandle] = {}
 _lock = threading.Lock()
@@ -48,6 +53,7 @@ class JobHandle:
     capture: Callable[[Any], Any] | None = None
     on: str | None = None
     rate: str | None = None
+    hooks: Hooks | None = None
 
     @cached_property
     def is_async(self) -> bool:
@@ -104,6 +110,7 @@ class JobHandle:
         idempotency_key: str | None = None,
         on_conflict: str = "return",
         expires: Duration | datetime | None = None,
+        after_current: bool = False,
     ) -> Job:
         # Imported on call: ``@job`` modules are imported while Django loads its apps, and
         # admission needs the models (the registry itself never touches them).
@@ -121,6 +128,7 @@ class JobHandle:
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
             expires=expires,
+            after_current=after_current,
         )[0]
 
     def enqueue_many(self, payloads: Iterable[Any], **options: Any) -> list[Job]:
@@ -166,7 +174,21 @@ class JobHandle:
         }
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """With a ``ctx``: run as the runner. With a payload (any JSON value, or nothing):
+        run the function inline, now, as Celery's ``task(...)`` (``engine.inline``); an
+        ``async def`` runner returns its coroutine (``await handle(payload)``)."""
+        if not args and not kwargs:
+            args = (None,)
+        if len(args) == 1 and not kwargs and isinstance(args[0], _PAYLOAD_TYPES):
+            from .engine.inline import run_inline  # on call: the engine needs the models
+
+            return run_inline(self, args[0])
         return self.func(*args, **kwargs)
+
+    def s(self, payload: Any = None, **options: Any) -> Signature:
+        """A signature: this kind, a payload and enqueue options, for ``chain`` and
+        ``group`` (``django_jobs.canvas``), or ``.enqueue()`` on its own."""
+        return Signature(self, payload, options)
 
 
 def job(
@@ -187,6 +209,9 @@ def job(
     capture: Callable[[Any], Any] | None = None,
     on: str | None = None,
     rate: str | None = None,
+    on_success: Hook | None = None,
+    on_failure: Hook | None = None,
+    on_retry: Hook | None = None,
 ) -> Callable[[Callable[..., Any]], JobHandle]:
     """Register the decorated function as the runner of ``kind``."""
     if not isinstance(kind, str) or not kind:
@@ -204,6 +229,7 @@ def job(
 
     if rate is not None:
         parse_rate(rate)  # a bad rate fails at decoration, not in a worker's claim loop
+    hooks = Hooks.of(kind, on_success=on_success, on_failure=on_failure, on_retry=on_retry)
 
     def decorator(func: Callable[..., Any]) -> JobHandle:
         handle = JobHandle(
@@ -224,6 +250,7 @@ def job(
             capture=capture,
             on=on,
             rate=rate,
+            hooks=hooks,
         )
         register(handle)
         return handle

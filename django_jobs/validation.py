@@ -69,7 +69,7 @@ def storable_json(value: Any, *, what: str) -> str:
     if "\\u0000" in text and _holds_nul(value):
         raise InvalidPayload(_bad_text(what, "a NUL character (\\u0000)"))
     # Each level opens a bracket: with few brackets the value cannot be too deep.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
+    if text.count("[") + text.count("{") > MAX_DEPTH and _nested_deeper(text, MAX_DEPTH):
         raise InvalidPayload(_too_deep(what))
     return text
 
@@ -178,7 +178,7 @@ class ReadableJSONDecoder(json.JSONDecoder):
 
     def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
         value = super().decode(s, *args, **kwargs)
-        if s.count("[") + s.count("{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
+        if s.count("[") + s.count("{") > MAX_DEPTH and _nested_deeper(s, MAX_DEPTH):
             return storable_text(s)
         if "\\u" in s:
             return readable(value)
@@ -214,20 +214,20 @@ def _holds_nul(value: Any) -> bool:
     return False
 
 
-def _depth(value: Any) -> int:
-    """How many containers deep ``value`` is (a scalar: 0, ``[[1]]``: 2), without recursion;
-    stops counting past ``MAX_DEPTH``."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if not isinstance(item, dict | list | tuple):
-            continue
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            break
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend(
-            (child, level + 1) for child in children if isinstance(child, dict | list | tuple)
-        )
-    return deepest
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"\[\]|\{\}")
+
+
+def _nested_deeper(text: str, limit: int) -> bool:
+    """Is the JSON ``text`` nested more than ``limit`` containers deep?
+
+    Read from the text: its strings and everything but brackets removed, each pass drops the
+    innermost pairs (one level); a value wide and shallow (a canvas of 1,000 members) is done
+    in a few passes over its brackets, where walking it visits every container."""
+    left = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    for _ in range(limit):
+        if not left:
+            return False
+        left = _INNERMOST.sub("", left)
+    return bool(left)

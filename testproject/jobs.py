@@ -421,3 +421,99 @@ def _pause_inside_spawn(sender, parent, children, **kwargs):
     partial.write_text(",".join(str(c.pk) for c in children))
     os.replace(partial, spawned)
     _wait_for_file(parent.payload["until"], seconds=60)
+
+
+# --- kinds used by the canvas tests (chain, group, hooks, self re-enqueue) ------------------
+
+
+def _effect(ctx, label: str) -> None:
+    """One durable side effect per member: an Execution row written in an atomic step, so a
+    member killed and run again still writes it exactly once."""
+    ctx.step.atomic(
+        "effect",
+        lambda: (
+            Execution.objects.create(
+                job_id=ctx.job.pk, label=label, pid=os.getpid(), attempt=ctx.attempt
+            ).pk
+        ),
+    )
+
+
+class AddInput(serializers.Serializer):
+    n = serializers.IntegerField()
+    until = serializers.CharField(required=False)
+    fail = serializers.BooleanField(required=False, default=False)
+    pause = serializers.FloatField(required=False, default=0)
+
+
+@job(
+    "canvas.add",
+    idempotency_key="payload",
+    input=AddInput,
+    retry=Retry(attempts=3, delay=0, jitter=False),  # a kill -9 costs the run it cut off
+)
+def canvas_add(ctx):
+    """``n`` plus the previous result (0 first); ``until``: wait for that file before the
+    effect; ``fail``: raise; ``pause``: sleep that many seconds first (a slower member)."""
+    if ctx.payload.get("until"):
+        _wait_for_file(ctx.payload["until"], seconds=60)
+    if ctx.payload.get("fail"):
+        raise RuntimeError(f"canvas.add {ctx.payload['n']} was asked to fail")
+    time.sleep(ctx.payload.get("pause") or 0)
+    _effect(ctx, f"canvas.add:{ctx.payload['n']}")
+    previous = ctx.previous if isinstance(ctx.previous, int) else 0
+    return previous + ctx.payload["n"]
+
+
+@job("canvas.total", idempotency_key="payload", retry=Retry(attempts=1))
+def canvas_total(ctx):
+    """A chord's callback: the sum of the group's results (``ctx.previous``)."""
+    _effect(ctx, f"canvas.total:{ctx.payload.get('tag', '')}")
+    return {"sum": sum(ctx.previous), "count": len(ctx.previous)}
+
+
+@job("canvas.echo", idempotency_key="payload", retry=Retry(attempts=1))
+def canvas_echo(ctx):
+    """Returns what it got: its payload and ``ctx.previous``."""
+    return {"payload": ctx.payload, "previous": ctx.previous}
+
+
+@job(
+    "canvas.batch",
+    idempotency_key=lambda p: f"batch:{p['name']}",
+    retry=Retry(attempts=1),
+)
+def canvas_batch(ctx):
+    """A batch loop, as Celery codebases write it: do one batch, then enqueue itself again.
+    ``after_current``: pass it (else: the call raises JobDuplicate)."""
+    _record(ctx, f"batch:{ctx.payload['left']}")
+    if ctx.payload["left"] > 1:
+        canvas_batch.enqueue(
+            {**ctx.payload, "left": ctx.payload["left"] - 1},
+            after_current=ctx.payload.get("after_current", True),
+        )
+    return ctx.payload["left"]
+
+
+def _hook_file(job, name: str, exc) -> None:
+    directory = (job.payload or {}).get("hooks")
+    if directory:
+        line = f"{name} {job.pk} {job.state} {type(exc).__name__ if exc else None} {exc}\n"
+        with open(Path(directory) / "hooks.log", "a") as f:
+            f.write(line)
+
+
+@job(
+    "canvas.hooked",
+    idempotency_key="payload",
+    retry=Retry(attempts=2, delay=0, jitter=False),
+    on_success=lambda job, exc: _hook_file(job, "success", exc),
+    on_failure=lambda job, exc: _hook_file(job, "failure", exc),
+    on_retry=lambda job, exc: _hook_file(job, "retry", exc),
+)
+def canvas_hooked(ctx):
+    """Hooks write a line each to ``hooks``/hooks.log; ``fail``: raise (with the attempt and
+    ``ctx.is_last_attempt`` in the message)."""
+    if ctx.payload.get("fail"):
+        raise ValueError(f"attempt {ctx.attempt} last={ctx.is_last_attempt}")
+    return ctx.attempt

@@ -14,11 +14,13 @@ from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import InvalidDuration, JobDuplicate, OutboxNoTransaction
 from ..models import Job
+from ..states import JobState
 from ..store import NewJob, Store, get_store
 from ..store.event_rows import MakeRow, StoredEvent
 from ..validation import check_key, check_label, storable_payload
 from ..validation import storable_json as ensure_json
 from .publish import created_row, publish_created, storing_events
+from .running import CURRENT, Running
 
 if TYPE_CHECKING:
     from ..registry import JobHandle
@@ -44,6 +46,7 @@ def admit(
     delay: Duration | None = None,
     idempotency_key: str | None = None,
     on_conflict: str = "return",
+    after_current: bool = False,
     parent: int | None = None,
     expires: Duration | datetime | None = None,
 ) -> list[Job]:
@@ -51,7 +54,8 @@ def admit(
 
     ``parent``: the id of the job spawning these (``ctx.step.spawn``, which also counts them
     on the parent's row); None for a top-level job. ``expires``: a job not started by then
-    is never run (``expires_at``, see ``expiry``).
+    is never run (``expires_at``, see ``expiry``). ``after_current``: called from inside a
+    running job, admit them in the transaction that records its success (``_behind``).
     """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f'on_conflict={on_conflict!r}: use "return" or "error".')
@@ -78,6 +82,73 @@ def admit(
         row.parent_id, row.expires_at = parent, expires_at
     if not rows:
         return []
+    running = CURRENT.get()
+    if running is not None or after_current:
+        behind = _behind(handle, rows, running, after_current, alias)
+        if behind is not None:
+            return behind
+    return _store_rows(handle, rows, alias, on_conflict)
+
+
+def _behind(
+    handle: JobHandle,
+    rows: list[NewJob],
+    running: Running | None,
+    after_current: bool,
+    alias: str,
+) -> list[Job] | None:
+    """Inside a running job: the jobs to return for ``after_current=True`` (held until its
+    success), or None to insert now. Enqueueing the running job's own live key without it
+    raises: that would return the running job itself, and the loop it continues would stop."""
+    if running is None:
+        raise ValueError(
+            "after_current=True queues a job behind the job that is running; this call is "
+            "not inside a running job. Enqueue without it, or with run_at=/delay=."
+        )
+    current = running.job
+    if after_current:
+        # Admitted when the current job's success is recorded, in that same transaction: its
+        # key is free by then, and the new job cannot start before the current one ends. An
+        # attempt that does not succeed admits nothing (its rerun enqueues again).
+        running.add(lambda: _store_rows(handle, rows, alias, "return"))
+        return [_pending_job(row) for row in rows]
+    mine = (current.kind, current.owner_id or 0, current.idempotency_key)
+    if any((row.kind, row.owner_id or 0, row.idempotency_key) == mine for row in rows):
+        raise JobDuplicate(
+            f"Job #{current.pk} ({current.kind!r}) is running and holds the idempotency key "
+            f"{current.idempotency_key!r}: enqueueing that key from inside it would return "
+            "the running job itself, and nothing would run after it. Pass after_current=True "
+            "to queue a new job behind this one (admitted when this one succeeds), or "
+            "`return ctx.requeue(reason, after=...)` to run this job again later.",
+            job=current,
+        )
+    return None
+
+
+def _pending_job(row: NewJob) -> Job:
+    """The unsaved job returned for ``after_current=True``: its id comes with its insert."""
+    job = Job(
+        kind=row.kind,
+        queue=row.queue,
+        engine=row.engine,
+        state=JobState.QUEUED,
+        payload=row.payload,
+        owner_id=row.owner_id,
+        tenant=row.tenant,
+        priority=row.priority,
+        max_attempts=row.max_attempts,
+        idempotency_key=row.idempotency_key,
+        version=row.version,
+        captured=row.captured,
+        run_at=row.run_at,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+    )
+    job.deduped = False
+    return job
+
+
+def _store_rows(handle: JobHandle, rows: list[NewJob], alias: str, on_conflict: str) -> list[Job]:
     store = get_store(alias)
     # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
     # In our own transaction job.created is stored with the jobs, by the insert itself

@@ -14,10 +14,16 @@ from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import Cancelled, JobTimeout
 from ..validation import storable_text
+from .hooks import Hooks
+from .running import Running
 from .steps import Steps
+from .workflows import read_previous
 
 if TYPE_CHECKING:
     from ..models import Job
+
+
+_UNREAD = object()
 
 
 @dataclass(frozen=True)
@@ -28,10 +34,12 @@ class Requeue:
     run_at: datetime
 
 
-class LiveState:
-    """Progress and log lines of a running job, written to the row in coalesced batches."""
+class LiveState(Running):
+    """Progress and log lines of a running job, written to the row in coalesced batches; and,
+    as ``Running``, the run that ``engine.running.CURRENT`` names while the runner is called."""
 
     def __init__(self, job: Job) -> None:
+        self.job, self.after = job, None  # Running's, set here: one call less per job
         self.lock = threading.Lock()
         self.progress: dict[str, Any] | None = job.progress
         self.log: list[str] = list(job.log or [])
@@ -45,6 +53,10 @@ class LiveState:
         # What the outcome took (new log lines, progress changed) for the worker to publish.
         self.final: tuple[list[str], bool] = ([], False)
         self.deadline: datetime | None = None
+        # For the recorder: the kind's hooks (None: none to call) and the exception the run
+        # failed with.
+        self.hooks: Hooks | None = None
+        self.exc: BaseException | None = None
 
     def add_line(self, line: str) -> None:
         line = storable_text(line)  # a log line never fails its job: bad characters are escaped
@@ -81,6 +93,7 @@ class JobContext:
         self.payload = payload
         self.live = live
         self._step: Steps | None = None
+        self._previous: Any = _UNREAD
 
     @property
     def attempt(self) -> int:
@@ -97,6 +110,20 @@ class JobContext:
     @property
     def owner(self) -> Any:
         return self.job.owner if self.job.owner_id is not None else None
+
+    @property
+    def is_last_attempt(self) -> bool:
+        """True on the attempt after which a failure is final (``max_attempts`` reached)."""
+        return self.job.attempts >= self.job.max_attempts
+
+    @property
+    def previous(self) -> Any:
+        """The result of the step before this job in a ``chain`` (a list of results after a
+        ``group``), handed over by the flow that spawned it; None for the first member, or a
+        job outside a flow. Read once, on first use (``spawn(..., previous=)`` stores it)."""
+        if self._previous is _UNREAD:
+            self._previous = read_previous(self.job) if self.job.parent_id is not None else None
+        return self._previous
 
     @property
     def step(self) -> Steps:

@@ -27,6 +27,7 @@ from ..exceptions import (
     MaxAttempts,
     RetryLater,
     Uncertain,
+    UnknownKind,
     Unrecoverable,
 )
 from ..printable import printable
@@ -38,6 +39,7 @@ from ..validation import storable_json as ensure_json
 from ..validation import storable_text
 from .context import JobContext, LiveState, Requeue
 from .loops import run_async
+from .running import CURRENT, Running
 from .suspend import Suspend
 
 if TYPE_CHECKING:
@@ -182,7 +184,7 @@ class Executor:
             )
         try:
             payload = handle.validate_payload(job.payload)
-        except InvalidPayload as exc:
+        except (InvalidPayload, UnknownKind) as exc:  # a flow's member kind may be gone
             return self._stop(
                 job,
                 started,
@@ -191,9 +193,11 @@ class Executor:
             )
         if handle.timeout is not None:
             live.deadline = started + handle.timeout
+        live.hooks = handle.hooks
         ctx = JobContext(job, payload, live)
+        token = CURRENT.set(live)
         try:
-            value = self._call(handle, ctx)
+            value = self._call(handle, ctx, live)
             if ctx.timed_out and handle.timeout is not None:
                 raise JobTimeout(
                     f"Job #{job.pk} ran past its timeout of {handle.timeout}; make it faster, "
@@ -203,7 +207,12 @@ class Executor:
             raise  # as in Django's Tasks: only an interrupt propagates (the worker copes)
         except BaseException as exc:  # every other failure, SystemExit too, becomes an outcome
             return self._from_exception(job, handle, started, exc, live)
-        return self._from_value(job, started, value, live)
+        finally:
+            CURRENT.reset(token)
+        outcome = self._from_value(job, started, value, live)
+        if live.after and outcome.state == JobState.SUCCEEDED:
+            outcome.then = live.on_success()  # after_current=True: admitted with the success
+        return outcome
 
     def crashed(
         self, job: Job, exc: BaseException | None, live: LiveState | None = None
@@ -218,17 +227,20 @@ class Executor:
         handle = get(job.kind)
         try:
             if handle is not None:
-                return self._from_exception(job, handle, started, cause, live or LiveState(job))
+                live = live or LiveState(job)
+                live.hooks = handle.hooks
+                return self._from_exception(job, handle, started, cause, live)
         except Exception:
             logger.exception("Classifying the crash of job %s failed", job.pk)
         return self._stop(job, started, JobState.FAILED, describe_exception(cause))
 
-    def _call(self, handle: JobHandle, ctx: JobContext) -> Any:
+    def _call(self, handle: JobHandle, ctx: JobContext, running: Running) -> Any:
         if not handle.is_async:
             return handle.func(ctx)
         timeout = handle.timeout.total_seconds() if handle.timeout else None
 
         async def main() -> Any:
+            CURRENT.set(running)  # the loop may run on another thread, in its own context
             try:
                 return await asyncio.wait_for(handle.func(ctx), timeout)
             except TimeoutError as exc:
@@ -272,6 +284,7 @@ class Executor:
             )
             outcome = self._base(job, started, JobState.FAILED, live)
             outcome.error = cap_error(f"{error.code}: {error.message}")
+            live.exc = error
             return outcome
         outcome = self._base(job, started, JobState.SUCCEEDED, live)
         outcome.result = value
@@ -280,6 +293,7 @@ class Executor:
     def _from_exception(
         self, job: Job, handle: JobHandle, started: datetime, exc: BaseException, live: LiveState
     ) -> Outcome:
+        live.exc = exc
         if isinstance(exc, Suspend):
             outcome = self._base(job, started, JobState.WAITING, live)
             outcome.wait_reason, outcome.run_at = storable_text(exc.reason), exc.run_at

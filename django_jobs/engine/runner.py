@@ -18,6 +18,7 @@ from ..states import ENDED_STATES
 from ..store import Claim
 from .context import LiveState
 from .executor import Executor
+from .hooks import call_hooks
 from .limits import claim_within_limits
 from .publish import STATE_EVENTS, publish
 
@@ -67,6 +68,8 @@ def run_next(
     written = outcome.job_id in store.record([outcome])
     if written:
         publish_recorded(job, outcome, live)
+        if live.hooks is not None:
+            call_hooks(live.hooks, job, outcome, live.exc)
     job.refresh_from_db(using=store.alias)
     return job
 

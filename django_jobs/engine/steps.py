@@ -397,7 +397,8 @@ class Steps:
         The children are inserted in one round trip, in the transaction that records this
         step; on replay the stored ids come back and nothing is inserted. A child carries this
         job as ``parent``, and its owner and tenant; ``options`` are ``enqueue``'s (queue,
-        priority, run_at, delay, idempotency_key, on_conflict). See ``engine.workflows``.
+        priority, run_at, delay, idempotency_key, on_conflict), and ``previous=``, a JSON
+        value each new child reads as ``ctx.previous``. See ``engine.workflows``.
         """
         return spawn_children(self, name, handle, payloads, **options)
 

@@ -41,6 +41,7 @@ from ..states import JobState
 from ..store import Claim, Outcome, Store, get_store
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
+from .hooks import call_hooks
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
 from .maintenance import end_expired_jobs, prune_expired, rescue_stale
@@ -576,6 +577,8 @@ class Worker:
             if job is None or live is None or outcome.job_id not in written_ids:
                 continue
             publish_recorded(job, outcome, live)
+            if live.hooks is not None:
+                call_hooks(live.hooks, job, outcome, live.exc)
 
     def _flush_live(self) -> None:
         with self.running_lock:

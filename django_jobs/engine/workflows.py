@@ -18,9 +18,10 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from .. import clock
+from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
 from ..exceptions import ChildFailed, JobTimeout, UnknownKind
-from ..models import Job
+from ..models import Job, JobStep
 from ..registry import JobHandle, get
 from ..serialize import public_error
 from ..signals import children_spawned
@@ -74,10 +75,24 @@ def _payloads(payloads: Any) -> list[Any]:
     return list(payloads)
 
 
+#: The step, stored with a child, that holds its ``ctx.previous`` (``spawn(..., previous=)``).
+PREVIOUS_STEP = "django_jobs.previous"
+
+
 def spawn(
-    steps: Steps, name: str, handle: JobHandle | str, payloads: Any, **options: Any
+    steps: Steps,
+    name: str,
+    handle: JobHandle | str,
+    payloads: Any,
+    *,
+    previous: Any = None,
+    **options: Any,
 ) -> list[int]:
-    """``ctx.step.spawn``: insert one child per payload; return their ids (stored on replay)."""
+    """``ctx.step.spawn``: insert one child per payload; return their ids (stored on replay).
+
+    ``previous``: handed to each new child as ``ctx.previous`` (what a ``chain`` passes on),
+    stored with it as a completed step named ``django_jobs.previous``, in the spawn's
+    transaction."""
     for option in ("owner", "tenant", "parent"):
         if option in options:
             raise TypeError(
@@ -98,6 +113,8 @@ def spawn(
                 handle, rows, owner=job.owner_id, tenant=job.tenant, parent=job.pk, **options
             )
             ids = [child.pk for child in children]
+            if previous is not None:
+                _hand_previous(steps.alias, children, previous)
             counted = _count(store, job.pk, children)
             if counted:
                 store.add_children(job.pk, counted)
@@ -111,6 +128,37 @@ def spawn(
     finally:
         steps._active = None
     return ids
+
+
+def _hand_previous(alias: str, children: list[Job], previous: Any) -> None:
+    """Store ``previous`` with each new child (a deduped one already had its own start)."""
+    now = clock.now()
+    JobStep.objects.using(alias).bulk_create(
+        JobStep(
+            job_id=child.pk,
+            name=PREVIOUS_STEP,
+            key=f"{child.kind}:{child.pk}:{PREVIOUS_STEP}",
+            state=StepState.COMPLETED,
+            value=previous,
+            attempts=1,
+            started_at=now,
+            ended_at=now,
+        )
+        for child in children
+        if not child.deduped
+    )
+
+
+def read_previous(job: Job) -> Any:
+    """The ``ctx.previous`` stored with ``job`` by its parent's spawn (None: none was)."""
+    alias = jobs_settings.DATABASE
+    row = (
+        JobStep.objects.using(alias)
+        .filter(job_id=job.pk, name=PREVIOUS_STEP)
+        .values_list("value", flat=True)
+        .first()
+    )
+    return row
 
 
 def _count(store: Any, parent_id: int, children: list[Job]) -> int:

@@ -240,6 +240,9 @@ class Outcome:
     progress: Any = None
     log: list[str] | None = None
     events: list[str] = field(default_factory=list)
+    #: Called inside the transaction that records this outcome, once it is written (the jobs
+    #: a run enqueued with ``after_current=True``, admitted as the run's success is recorded).
+    then: Callable[[], None] | None = None
 
 
 @dataclass(kw_only=True)
@@ -661,6 +664,9 @@ class Store:
                     if outcome.state in ENDED_STATES:
                         parents.append(parent_id)
             self.children_ended(parents, clock.now())
+            for outcome in outcomes:
+                if outcome.then is not None and outcome.job_id in written:
+                    outcome.then()
         return written
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[tuple[int, int | None]]:

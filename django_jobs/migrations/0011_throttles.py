@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_jobs", "0009_workflows"),
+        ("django_jobs", "0010_schedule_every_expires"),
     ]
 
     operations = [
