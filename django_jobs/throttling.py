@@ -46,7 +46,7 @@ def spend(key: str, rate: str, *, now: datetime | None = None) -> float | None:
             rows.filter(until__lt=now).delete()  # spent budgets that are whole again
             rows.bulk_create([Throttle(key=key, until=now)], ignore_conflicts=True)
             row = rows.select_for_update().get(key=key)
-        start = max(row.until, now)
+        start = max(_believable(row.until, now, interval + tolerance), now)
         if start - now > tolerance:
             return (start - now - tolerance).total_seconds()
         row.until = start + interval
@@ -64,9 +64,16 @@ def waiting(key: str, rate: str, *, now: datetime | None = None) -> float | None
         .values_list("until", flat=True)
         .first()
     )
-    if until is None or until - now <= tolerance:
+    if until is None or _believable(until, now, _interval + tolerance) - now <= tolerance:
         return None
     return (until - now - tolerance).total_seconds()
+
+
+def _believable(until: datetime, now: datetime, window: timedelta) -> datetime:
+    """``until`` as stored, or ``now`` if it lies more than a whole ``window`` ahead: spending
+    never moves it further than that, so the clock went back since (a corrected system clock,
+    or a test's moved clock) and the budget is whole again rather than shut for the gap."""
+    return now if until - now > window else until
 
 
 def retry_after(seconds: float) -> int:

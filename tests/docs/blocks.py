@@ -425,12 +425,20 @@ def _check_setting(page: Page, name: str, value: Any) -> list[str]:
 
 
 def _check_installed_apps(page: Page, value: Any) -> list[str]:
+    """Each app is one the test project installs, or the page's own (a ``# shop/jobs.py``
+    block of the page makes ``shop`` its app, as ``startapp shop`` would)."""
     from django.conf import settings
 
+    own = {
+        match["path"].split("/")[0]
+        for block in page.blocks
+        if not block.setup and (match := MODULE_FILE.match(block.head))
+    }
     return [
-        f"INSTALLED_APPS: {app!r} is not an app the test project installs"
+        f"INSTALLED_APPS: {app!r} is not an app the test project installs, nor one the page "
+        "writes (a block headed # app/module.py)"
         for app in value
-        if app is not Ellipsis and app not in settings.INSTALLED_APPS
+        if app is not Ellipsis and app not in settings.INSTALLED_APPS and app not in own
     ]
 
 

@@ -15,24 +15,23 @@ from .blocks import ROOT, BlockFailed, parse, run_page
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-#: Pages whose examples are being rewritten: run, but their failure does not fail the suite.
-REWRITTEN = {"docs/migrating-from-celery.md": "rewritten separately"}
 
-
-def _param(page: Path):
-    name = str(page.relative_to(ROOT))
-    marks = [pytest.mark.xfail(strict=False, reason=REWRITTEN[name])] if name in REWRITTEN else []
-    return pytest.param(page, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("page", [_param(page) for page in PAGES])
+@pytest.mark.parametrize(
+    "page", [pytest.param(page, id=str(page.relative_to(ROOT))) for page in PAGES]
+)
 def test_page(page: Path, db: None) -> None:
     run_page(page)
 
 
 def test_every_page_with_python_is_covered() -> None:
     pages = {page.name for page in PAGES if any(not b.setup for b in parse(page))}
-    assert {"README.md", "getting-started.md", "jobs.md", "workflows.md"} <= pages
+    assert {
+        "README.md",
+        "getting-started.md",
+        "jobs.md",
+        "workflows.md",
+        "migrating-from-celery.md",
+    } <= pages
 
 
 def test_a_failing_block_names_its_page_and_first_line(tmp_path: Path, db: None) -> None:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.test import Client, RequestFactory
+from django.test import AsyncRequestFactory, Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -317,7 +317,8 @@ def test_refused_credentials_are_throttled_per_address_before_any_hashing(
 
 
 def _stream_request(user):
-    request = RequestFactory().get("/api/jobs/events/")
+    # An ASGI request, as a stream needs (under WSGI the view answers 501).
+    request = AsyncRequestFactory().get("/api/jobs/events/")
     request.user = user
     return request
 

@@ -46,7 +46,7 @@ def test_cancel_of_a_running_job_ends_it_cancelled_within_two_seconds(
     wait_until(lambda: started(job), message=f"the job never started:\n{worker.output()}")
     assert state_of(job) == "running"
 
-    response = api_client(api_users.member).post(f"/api/jobs/{job.pk}/cancel/")
+    response = api_client(api_users.member).post(f"/api/jobs/{job.pk}/cancel/", {}, format="json")
     answered = time.monotonic()
 
     assert response.status_code == 200, response.content

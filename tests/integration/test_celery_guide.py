@@ -15,9 +15,6 @@ from django_jobs.registry import all_handles, unregister
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "migrating-from-celery.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), re.S | re.M)
-# Written to the contract ahead of the code on this branch: enqueue(expires=), schedule(every=)
-# and six-field crons come with the schedules and expiry work.
-NEEDS = ("every=", "expires=", '* * * 30"')
 
 
 def title(block: str) -> str:
@@ -30,10 +27,7 @@ def title(block: str) -> str:
 
 def cases():
     for index, block in enumerate(BLOCKS):
-        marks = []
-        if any(needed in block for needed in NEEDS):
-            marks.append(pytest.mark.xfail(strict=False, reason="needs every/expires"))
-        yield pytest.param(block, id=f"{index}-{title(block)}", marks=marks)
+        yield pytest.param(block, id=f"{index}-{title(block)}")
 
 
 @pytest.fixture
