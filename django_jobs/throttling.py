@@ -23,7 +23,7 @@ from .conf import jobs_settings
 from .durations import parse_rate
 from .models import Throttle
 
-__all__ = ["retry_after", "spend", "waiting"]
+__all__ = ["retry_after", "spend", "time_to_wait"]
 
 
 def _shape(rate: str) -> tuple[timedelta, timedelta]:
@@ -54,7 +54,7 @@ def spend(key: str, rate: str, *, now: datetime | None = None) -> float | None:
     return None
 
 
-def waiting(key: str, rate: str, *, now: datetime | None = None) -> float | None:
+def time_to_wait(key: str, rate: str, *, now: datetime | None = None) -> float | None:
     """Like ``spend``, without spending: ``None`` while the budget has a unit left."""
     _interval, tolerance = _shape(rate)
     now = now or clock.now()

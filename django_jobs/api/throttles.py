@@ -20,7 +20,7 @@ from rest_framework.throttling import BaseThrottle
 
 from ..conf import jobs_settings
 from ..permissions import is_operator
-from ..throttling import retry_after, spend, waiting
+from ..throttling import retry_after, spend, time_to_wait
 
 
 class MemberRateThrottle(BaseThrottle):
@@ -53,7 +53,7 @@ def member_throttled(wait: float | None) -> Throttled:
 
 
 def client_address(request: Any) -> str:
-    return str(request.META.get("REMOTE_ADDR") or "unknown")[:100]
+    return str(request.META.get("REMOTE_ADDR") or "unknown")[:100]  # not a state: no address
 
 
 def check_failed_credentials(request: Any) -> None:
@@ -61,7 +61,7 @@ def check_failed_credentials(request: Any) -> None:
     rate = jobs_settings.AUTH_FAILURE_RATE
     if not rate:
         return
-    wait = waiting(f"auth:{client_address(request)}", rate)
+    wait = time_to_wait(f"auth:{client_address(request)}", rate)
     if wait is not None:
         seconds = retry_after(wait)
         raise Throttled(

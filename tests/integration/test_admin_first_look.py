@@ -317,7 +317,9 @@ def test_the_demo_registry_holds_the_demo_kinds_and_no_test_kind():
     )
     assert done.returncode == 0, done.stderr
     kinds = done.stdout.split()
-    assert kinds == ["demo.hello", "demo.publish", "demo.render", "django.tasks"]
+    # The demo's own kinds and the app's built-in ones (a Django task, a chain/group flow).
+    builtin = ["django.tasks", "django_jobs.flow"]
+    assert kinds == ["demo.hello", "demo.publish", "demo.render", *builtin]
 
 
 def test_the_test_settings_hold_the_demo_and_the_test_kinds():
