@@ -216,6 +216,7 @@ class ClaimPlanTests(TestCase):
             cursor.execute(f"DELETE FROM {table} WHERE kind = 'old.job'")
             cursor.execute(f"ANALYZE {table}")
 
+    @pytest.mark.planner
     def test_the_claim_uses_the_claim_index_with_a_million_ended_rows(self):
         table = Job._meta.db_table
         with connection.cursor() as cursor:
