@@ -67,20 +67,7 @@ class ScheduleForm(forms.ModelForm):
 
     class Meta:
         model = Schedule
-        fields = (
-            "name",
-            "cron",
-            "every",
-            "tz",
-            "kind",
-            "payload",
-            "catch_up",
-            "enabled",
-            "owner",
-            "queue",
-            "priority",
-            "expires",
-        )
+        fields = schedules.EDITABLE  # what the schedule service takes and may change
         help_texts = {
             "cron": '5 cron fields, e.g. "0 3 * * *", 6 with the second last '
             '("0 3 * * * 30" is 03:00:30), or a macro such as "@daily". Empty with every.',

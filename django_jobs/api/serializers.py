@@ -502,19 +502,11 @@ class ScheduleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
 
     class Meta:
         model = Schedule
+        # What the schedule service edits (owner read-only here: a member's is themselves),
+        # then what it reports.
         fields = [
             "id",
-            "name",
-            "cron",
-            "every",
-            "tz",
-            "kind",
-            "payload",
-            "catch_up",
-            "enabled",
-            "queue",
-            "priority",
-            "expires",
+            *(name for name in schedules.EDITABLE if name != "owner"),
             "owner",
             "declared",
             "last_fired_at",
