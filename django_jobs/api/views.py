@@ -117,6 +117,16 @@ E404 = _error("No such object, or not yours.")
 E409 = _error("The object's state does not allow this.")
 E413 = _error("The body or the payload is too large.")
 E415 = _error("The body is not sent as JSON (Content-Type: application/json), even empty.")
+#: What cancel and retry answer: the job, or why not.
+JOB_ACTION_RESPONSES = {
+    200: JobSerializer,
+    400: E400,
+    401: E401,
+    403: E403,
+    404: E404,
+    409: E409,
+    415: E415,
+}
 E429 = _error("Too many submits and schedule creations (members): see Retry-After.")
 
 
@@ -413,15 +423,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "(its runner sees ctx.cancelled). 409 if the job has already ended."
         ),
         request=CancelSerializer,
-        responses={
-            200: JobSerializer,
-            400: E400,
-            401: E401,
-            403: E403,
-            404: E404,
-            409: E409,
-            415: E415,
-        },
+        responses=JOB_ACTION_RESPONSES,
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
@@ -447,15 +449,7 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             "cancelled children, down the tree, and the job waits for them: operators only."
         ),
         request=RetrySerializer,
-        responses={
-            200: JobSerializer,
-            400: E400,
-            401: E401,
-            403: E403,
-            404: E404,
-            409: E409,
-            415: E415,
-        },
+        responses=JOB_ACTION_RESPONSES,
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
