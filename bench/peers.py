@@ -4,7 +4,8 @@ Each peer's loop runs as a subprocess of the peers' own environment (``bench/pee
 from the scripts in ``bench/peerside/``, one after the other; each prints its figures as
 JSON. The bare psycopg loops write django_jobs' own job table (the floor the machine sets at
 that moment, whatever the disk's flush time and the load); Procrastinate and Django's Tasks
-database backend get a database of their own, the benchmark's name + ``_peers``.
+database backend get a database of their own, the benchmark's name + ``_peers``, and DBOS
+another, the name + ``_dbos``.
 """
 
 from __future__ import annotations

@@ -535,7 +535,7 @@ def run_once(
         async_figures(args.jobs // 10 or 1, args.batch, tag, results)
     if "steps" in only:
         steps_figures(args.jobs // 5 or 1, args.batch, tag, results)
-        peers_of("steps")
+    peers_of("steps")
     module_figures(args, only, results)
     if "pickup" in only:
         reset()
