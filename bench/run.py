@@ -71,6 +71,11 @@ FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers")
 #: DBOS loops whatever ``--peers`` names. Not a default of its own: the default ``peers`` has
 #: DBOS among its ``--peers``.
 DBOS_FIGURES = ("steps", "pickup")
+#: DBOS's three-step drains take ``--jobs`` // this many workflows (1,000 by default): at its
+#: 20 to 80 workflows/s here, a fifth (as django_jobs' steps figures) made DBOS's drains and
+#: their enqueues about 2.5 minutes of each repetition; a tenth halves that, and a rate over
+#: 15 to 50 s is still the steady one (DBOS's launch is about 0.1 s of it).
+DBOS_DIVISOR = 10
 #: Figures of the single-purpose modules, measured when ``--only`` names them (not by default:
 #: ``bench.memory`` alone enqueues and drains ten times ``--jobs``). ``phases`` and ``fanout``
 #: follow ``--live-events`` here; ``--against`` runs them with the live events off, as their own
@@ -468,14 +473,14 @@ def peer_figures(
     args: argparse.Namespace, python: Path, results: Results, group: str, chosen: set[str]
 ) -> None:
     """The loops of ``group`` of the ``chosen`` peers, one after the other (bench/peers.py).
-    The steps group takes the count of django_jobs' steps figures (a fifth of ``--jobs``)."""
+    The steps group (DBOS's) takes a tenth of ``--jobs``: see ``DBOS_DIVISOR``."""
     loops = peers.selected(chosen, group)
     results.update(
         peers.run_loops(
             python,
             args.database_url,
             loops,
-            jobs=(args.jobs // 5 or 1) if group == "steps" else args.jobs,
+            jobs=(args.jobs // DBOS_DIVISOR or 1) if group == "steps" else args.jobs,
             batch=args.batch,
             pickup_jobs=args.pickup_jobs,
             pickup_gap=args.pickup_gap,
