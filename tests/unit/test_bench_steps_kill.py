@@ -32,3 +32,18 @@ def test_a_step_that_never_ran_stops_the_check():
     before = [("1", "one")]
     with pytest.raises(SystemExit, match="never ran"):
         count_runs(before, before, {("1", "one")}, EXPECTED)
+
+
+def test_only_dbos_runs_the_steps_and_pickup_figures_beside_dbos_whatever_peers_says():
+    from bench.run import parse_args, selected_peers
+
+    args = parse_args(["--only", "dbos", "--peers", "procrastinate"])
+    assert args.only == {"dbos", "steps", "pickup"}
+    assert selected_peers(args, args.only) == {"dbos"}
+    default = parse_args([])
+    assert "dbos" in selected_peers(default, default.only)  # a peer of the default run
+    assert "stepskill" not in default.only  # the kill check only when named
+    named = parse_args(["--only", "stepskill,peers", "--peers", "bare"])
+    assert selected_peers(named, named.only) == {"bare"}
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "dbos2"])
