@@ -203,7 +203,7 @@ def measure(side: Side, args: argparse.Namespace, only: set[str], tag: str, out:
 
 
 def run(args: argparse.Namespace, only: set[str]) -> int:
-    only = only - {"peers"}  # the peers are no part of the engine
+    only = only - {"peers", "dbos", "stepskill"}  # the peers are no part of the engine
     if not only:
         raise SystemExit("--against measures django_jobs' figures: --only has none of them.")
     load_before = os.getloadavg()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
+from collections.abc import Callable
 
 from django_jobs import job
 
@@ -47,3 +50,26 @@ def three_steps(ctx: object) -> None:
     """Three durable steps that do nothing: the cost of recording steps, beside a no-op."""
     for name in ("one", "two", "three"):
         ctx.step.run(name, lambda: None)  # type: ignore[attr-defined]
+
+
+#: The steps of ``counted_steps``, and the variable naming the folder they mark.
+COUNTED_STEPS = ("one", "two", "three")
+STEP_RUNS = "BENCH_STEP_RUNS"
+
+
+def _mark(where: str, job_id: int, name: str) -> Callable[[], None]:
+    def mark() -> None:
+        path = os.path.join(where, f"{job_id}.{name}.{uuid.uuid4().hex}")
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+    return mark
+
+
+@job("bench.counted_steps", idempotency_key="payload")
+def counted_steps(ctx: object) -> None:
+    """``three_steps`` whose step bodies each leave a file (``JOB.STEP.UNIQUE``) in the folder
+    ``BENCH_STEP_RUNS`` names before they return: every execution of a body, counted
+    durably (``python -m bench.steps_kill``)."""
+    where = os.environ[STEP_RUNS]
+    for name in COUNTED_STEPS:
+        ctx.step.run(name, _mark(where, ctx.job.pk, name))  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@ Each peer's loop runs as a subprocess of the peers' own environment (``bench/pee
 from the scripts in ``bench/peerside/``, one after the other; each prints its figures as
 JSON. The bare psycopg loops write django_jobs' own job table (the floor the machine sets at
 that moment, whatever the disk's flush time and the load); Procrastinate and Django's Tasks
-database backend get a database of their own, the benchmark's name + ``_peers``.
+database backend get a database of their own, the benchmark's name + ``_peers``, and DBOS
+another, the name + ``_dbos``.
 """
 
 from __future__ import annotations
@@ -17,26 +18,40 @@ from urllib.parse import unquote, urlparse
 
 SCRIPTS = Path(__file__).resolve().parent / "peerside"
 
-# (group, script, figure, extra arguments, on the peers' database rather than the engine's).
-# A group runs right after django_jobs' figures of the same name (bench/run.py).
-LOOPS: tuple[tuple[str, str, str, tuple[str, ...], bool], ...] = (
-    ("enqueue", "bare.py", "insert", (), False),
-    ("enqueue", "bare.py", "insert-notify", (), False),
-    ("enqueue", "procrastinate_loops.py", "enqueue", (), True),
-    ("enqueue", "tasks_db_loops.py", "enqueue", (), True),
-    ("enqueue_many", "bare.py", "insert-100", (), False),
-    ("enqueue_many", "bare.py", "multirow", (), False),
-    ("enqueue_many", "bare.py", "copy", (), False),
-    ("enqueue_many", "procrastinate_loops.py", "enqueue-many", (), True),
-    ("drain", "bare.py", "drain", (), False),
-    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "1"), True),
-    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "4"), True),
-    ("drain", "tasks_db_loops.py", "drain", (), True),
-    ("pickup", "bare.py", "pickup", (), False),
-    ("pickup", "procrastinate_loops.py", "pickup", (), True),
+# (group, script, figure, extra arguments, database: "" for the engine's, else the suffix put
+# after the benchmark's database name). A group runs right after django_jobs' figures of the
+# same name (bench/run.py).
+LOOPS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
+    ("enqueue", "bare.py", "insert", (), ""),
+    ("enqueue", "bare.py", "insert-notify", (), ""),
+    ("enqueue", "procrastinate_loops.py", "enqueue", (), "_peers"),
+    ("enqueue", "tasks_db_loops.py", "enqueue", (), "_peers"),
+    ("enqueue_many", "bare.py", "insert-100", (), ""),
+    ("enqueue_many", "bare.py", "multirow", (), ""),
+    ("enqueue_many", "bare.py", "copy", (), ""),
+    ("enqueue_many", "procrastinate_loops.py", "enqueue-many", (), "_peers"),
+    ("drain", "bare.py", "drain", (), ""),
+    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "1"), "_peers"),
+    ("drain", "procrastinate_loops.py", "drain", ("--concurrency", "4"), "_peers"),
+    ("drain", "tasks_db_loops.py", "drain", (), "_peers"),
+    ("steps", "dbos_loops.py", "drain", ("--concurrency", "1"), "_dbos"),
+    ("steps", "dbos_loops.py", "drain", ("--concurrency", "4"), "_dbos"),
+    ("steps", "dbos_loops.py", "drain", ("--concurrency", "50"), "_dbos"),
+    ("pickup", "bare.py", "pickup", (), ""),
+    ("pickup", "procrastinate_loops.py", "pickup", (), "_peers"),
+    ("pickup", "dbos_loops.py", "pickup", (), "_dbos"),
 )
-Loop = tuple[str, str, tuple[str, ...], bool]
-PEERS = ("bare", "procrastinate", "tasks-db")
+Loop = tuple[str, str, tuple[str, ...], str]
+PEERS = ("bare", "procrastinate", "tasks-db", "dbos")
+SCRIPT_OF = {
+    "bare": "bare.py",
+    "procrastinate": "procrastinate_loops.py",
+    "tasks-db": "tasks_db_loops.py",
+    "dbos": "dbos_loops.py",
+}
+#: The peers with a database of their own, and its suffix: DBOS's is apart from the others'
+#: (its schema and its queue poller share nothing with theirs).
+DATABASES = ("_peers", "_dbos")
 
 
 def connect(url: str) -> Any:
@@ -54,10 +69,10 @@ def connect(url: str) -> Any:
     )
 
 
-def peers_url(bench_url: str) -> str:
-    """The peers' database: the benchmark's, with ``_peers`` after its name."""
+def peers_url(bench_url: str, suffix: str = "_peers") -> str:
+    """A peer's database: the benchmark's, with ``suffix`` after its name."""
     parsed = urlparse(bench_url)
-    return parsed._replace(path=parsed.path.rstrip("/") + "_peers").geturl()
+    return parsed._replace(path=parsed.path.rstrip("/") + suffix).geturl()
 
 
 def create_database(url: str) -> None:
@@ -69,13 +84,8 @@ def create_database(url: str) -> None:
 
 
 def selected(only: set[str], group: str) -> list[Loop]:
-    """The loops of ``group`` of the peers in ``only`` ("bare", "procrastinate", "tasks-db")."""
-    scripts = {
-        {"bare": "bare.py", "procrastinate": "procrastinate_loops.py"}.get(
-            peer, "tasks_db_loops.py"
-        )
-        for peer in only
-    }
+    """The loops of ``group`` of the peers in ``only`` (names of ``PEERS``)."""
+    scripts = {SCRIPT_OF[peer] for peer in only}
     return [loop[1:] for loop in LOOPS if loop[0] == group and loop[1] in scripts]
 
 
@@ -101,8 +111,8 @@ def run_loops(
         "--pickup-gap",
         str(pickup_gap),
     ]
-    for script, figure, extra, own_database in loops:
-        url = peers_url(bench_url) if own_database else bench_url
+    for script, figure, extra, database in loops:
+        url = peers_url(bench_url, database) if database else bench_url
         done = subprocess.run(
             [str(python), str(SCRIPTS / script), figure, "--url", url, *counts, *extra],
             cwd=SCRIPTS,

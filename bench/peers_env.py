@@ -18,8 +18,21 @@ VENV = ROOT / ".venv-bench-peers"
 # The current major version of each peer, as a user installs it today. Django's Tasks
 # database backend lives in its own package (``django_tasks_db.DatabaseBackend``) since
 # Django 6.0 ships the Tasks framework itself.
-REQUIREMENTS = ("procrastinate==3.*", "django-tasks-db==0.*", "psycopg[binary]==3.*")
-PACKAGES = ("procrastinate", "django-tasks-db", "django", "psycopg", "psycopg-binary")
+REQUIREMENTS = (
+    "procrastinate==3.*",
+    "django-tasks-db==0.*",
+    "dbos==3.*",
+    "psycopg[binary]==3.*",
+)
+PACKAGES = (
+    "procrastinate",
+    "django-tasks-db",
+    "dbos",
+    "sqlalchemy",
+    "django",
+    "psycopg",
+    "psycopg-binary",
+)
 STAMP = VENV / "requirements.json"
 
 

@@ -26,6 +26,8 @@ def unit(figure: str) -> str:
         return "MiB"
     if figure.endswith("(x)"):
         return "x"
+    if figure.endswith("(n)"):
+        return "n"
     return "jobs/s"
 
 
@@ -85,23 +87,53 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison("drain c=4", "procrastinate: drain c=4"),
     Comparison("drain async c=50", "drain c=50", 0.5),
     Comparison("drain 3 steps c=4", "drain no-op c=4", 0.3),
+    Comparison("drain 3 steps c=50", "drain no-op c=50", 0.3),
+    Comparison("drain 3 steps c=1", "dbos: 3 steps c=1", 3.0),
+    Comparison("drain 3 steps c=4", "dbos: 3 steps c=4", 3.0),
+    Comparison("drain 3 steps c=50", "dbos: 3 steps c=50", 3.0),
     Comparison("pickup p50", "bare: pickup p50", 1.3, at_least=False),
     Comparison("pickup p99", "bare: pickup p99", 2.0, at_least=False),
     Comparison("pickup p50", "procrastinate: pickup p50"),
     Comparison("pickup p99", "procrastinate: pickup p99"),
+    Comparison("pickup p50", "dbos: pickup p50 (1 s poll)"),
+    Comparison("pickup p99", "dbos: pickup p99 (1 s poll)"),
+)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A count that must stay at or under ``at_most`` in every repetition (a check, not a
+    ratio): its largest value is the one judged. Without ``at_most``, shown as measured."""
+
+    figure: str
+    at_most: float | None = None
+
+    def met(self, runs: Runs) -> bool | None:
+        values = runs.get(self.figure)
+        if not values or self.at_most is None:
+            return None
+        return max(values) <= self.at_most
+
+
+BOUNDS: tuple[Bound, ...] = (
+    Bound("stepskill: django_jobs re-run after stored (n)", 0),
+    Bound("stepskill: dbos re-run after stored (n)"),
+    Bound("stepskill: django_jobs re-run in all (n)"),
+    Bound("stepskill: dbos re-run in all (n)"),
 )
 
 
 def figures_table(runs: Runs) -> str:
     """Every figure: its runs and their median."""
-    head = f"{'figure':<28}{'unit':>8}{'median':>10}  runs"
+    width = max([28, *(len(name) + 1 for name in runs)])
+    head = f"{'figure':<{width}}{'unit':>8}{'median':>10}  runs"
     lines = [head, "-" * (len(head) + 30)]
     for name, values in runs.items():
         if not values:
             continue
         u = unit(name)
         each = " ".join(fmt(v, u) for v in values)
-        lines.append(f"{name:<28}{u:>8}{fmt(statistics.median(values), u):>10}  {each}")
+        lines.append(f"{name:<{width}}{u:>8}{fmt(statistics.median(values), u):>10}  {each}")
     return "\n".join(lines)
 
 
@@ -131,13 +163,40 @@ def side_by_side(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) 
     return "\n".join(lines)
 
 
-def goals_met(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) -> dict[str, bool]:
-    """Each goal measured: "figure / peer" -> met."""
+def checks_table(runs: Runs, bounds: tuple[Bound, ...] = BOUNDS) -> str:
+    """The counts with a bound: the largest of their repetitions, the bound, whether it is
+    met. Counts not measured are left out; empty when none was."""
+    head = f"{'check':<48}{'max':>6}{'runs':>12}{'goal':>8}  met"
+    lines = []
+    for b in bounds:
+        values = runs.get(b.figure)
+        if not values:
+            continue
+        met = b.met(runs)
+        goal = "-" if b.at_most is None else f"≤ {b.at_most:g}"
+        verdict = "" if met is None else ("yes" if met else "NO")
+        each = " ".join(f"{v:g}" for v in values)
+        lines.append(f"{b.figure:<48}{max(values):>6g}{each:>12}{goal:>8}  {verdict}")
+    if not lines:
+        return ""
+    return "\n".join([head, "-" * len(head), *lines])
+
+
+def goals_met(
+    runs: Runs,
+    comparisons: tuple[Comparison, ...] = COMPARISONS,
+    bounds: tuple[Bound, ...] = BOUNDS,
+) -> dict[str, bool]:
+    """Each goal measured: "figure / peer" (or a bounded count's figure) -> met."""
     found = {}
     for c in comparisons:
         ratios = c.ratios(runs)
         if c.goal is not None and ratios:
             found[f"{c.figure} / {c.peer}"] = bool(c.met(statistics.median(ratios)))
+    for b in bounds:
+        met = b.met(runs)
+        if met is not None:
+            found[b.figure] = met
     return found
 
 

@@ -23,8 +23,13 @@ because every run empties the job table), then measures, each ``--runs`` times:
 - ``pickup``: an idle, already started ``runjobs`` (not burst) while the load generator
   enqueues ``--pickup-jobs`` jobs ``--pickup-gap`` ms apart; the latency of a job is
   ``started_at - run_at`` (the executor writes ``started_at`` when the runner is called);
-- ``bare: ...``, ``procrastinate: ...``, ``tasks-db: ...``: the peers' loops (see
-  ``bench/peers.py``), each group right after django_jobs' figures of the same kind.
+- ``drain 3 steps c=1/4/50``, ``drain no-op c=4/50``: jobs of three durable steps that do
+  nothing, beside no-ops, drained the same way (a fifth of ``--jobs`` each);
+- ``bare: ...``, ``procrastinate: ...``, ``tasks-db: ...``, ``dbos: ...``: the peers' loops
+  (see ``bench/peers.py``), each group right after django_jobs' figures of the same kind
+  (DBOS's three-step workflows right after the steps figures). ``--only dbos``: the steps and
+  pickup figures beside DBOS's, whatever ``--peers`` says;
+- ``--only stepskill``: the kill -9 check of durable steps, both engines (``bench/steps_kill.py``).
 
 Every figure checks that each enqueued job succeeded. The report (``bench/report.py``) prints
 every figure's runs and median, then django_jobs beside each peer with the median of the
@@ -62,11 +67,20 @@ DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
 FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers")
+#: ``--only dbos``: django_jobs' steps and pickup figures beside DBOS's (bench/peers.py), the
+#: DBOS loops whatever ``--peers`` names. Not a default of its own: the default ``peers`` has
+#: DBOS among its ``--peers``.
+DBOS_FIGURES = ("steps", "pickup")
+#: DBOS's three-step drains take ``--jobs`` // this many workflows (1,000 by default): at its
+#: 20 to 80 workflows/s here, a fifth (as django_jobs' steps figures) made DBOS's drains and
+#: their enqueues about 2.5 minutes of each repetition; a tenth halves that, and a rate over
+#: 15 to 50 s is still the steady one (DBOS's launch is about 0.1 s of it).
+DBOS_DIVISOR = 10
 #: Figures of the single-purpose modules, measured when ``--only`` names them (not by default:
 #: ``bench.memory`` alone enqueues and drains ten times ``--jobs``). ``phases`` and ``fanout``
 #: follow ``--live-events`` here; ``--against`` runs them with the live events off, as their own
 #: commands do.
-MODULE_FIGURES = ("phases", "fanout", "memory")
+MODULE_FIGURES = ("phases", "fanout", "memory", "stepskill")
 
 
 @dataclass
@@ -370,15 +384,21 @@ def async_figures(n: int, batch: int, tag: str, results: Results) -> None:
     results.add(f"async sleep x{ASYNC_SLEEPERS} c=50 (s)", ASYNC_SLEEPERS / rate)
 
 
-STEPS_CONCURRENCY = 4
+#: The concurrencies of the three-step figures (DBOS's loops take the same, bench/peers.py);
+#: the no-op figure beside them at the ones with a goal (bench/report.py).
+STEPS_CONCURRENCY = (1, 4, 50)
+NOOP_CONCURRENCY = (4, 50)
 
 
 def steps_figures(n: int, batch: int, tag: str, results: Results) -> None:
-    """``n`` jobs of three durable steps beside ``n`` no-ops, each drained at concurrency 4."""
+    """``n`` jobs of three durable steps at each of ``STEPS_CONCURRENCY``, beside ``n`` no-ops
+    at each of ``NOOP_CONCURRENCY``, each drained by one burst worker."""
     from bench.jobs import noop, three_steps
 
-    for handle, figure in ((noop, "drain no-op c=4"), (three_steps, "drain 3 steps c=4")):
-        results.add(figure, drain_kind(handle, n, batch, tag, STEPS_CONCURRENCY))
+    for c in STEPS_CONCURRENCY:
+        if c in NOOP_CONCURRENCY:
+            results.add(f"drain no-op c={c}", drain_kind(noop, n, batch, tag, c))
+        results.add(f"drain 3 steps c={c}", drain_kind(three_steps, n, batch, tag, c))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -444,15 +464,23 @@ def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float
     return percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
 
 
-def peer_figures(args: argparse.Namespace, python: Path, results: Results, group: str) -> None:
-    """The selected peers' loops of ``group``, one after the other (see bench/peers.py)."""
-    loops = peers.selected(args.peers, group)
+def selected_peers(args: argparse.Namespace, only: set[str]) -> set[str]:
+    """The peers whose loops run: ``--peers`` with ``--only peers``, and DBOS with ``dbos``."""
+    return (args.peers if "peers" in only else set()) | ({"dbos"} if "dbos" in only else set())
+
+
+def peer_figures(
+    args: argparse.Namespace, python: Path, results: Results, group: str, chosen: set[str]
+) -> None:
+    """The loops of ``group`` of the ``chosen`` peers, one after the other (bench/peers.py).
+    The steps group (DBOS's) takes a tenth of ``--jobs``: see ``DBOS_DIVISOR``."""
+    loops = peers.selected(chosen, group)
     results.update(
         peers.run_loops(
             python,
             args.database_url,
             loops,
-            jobs=args.jobs,
+            jobs=(args.jobs // DBOS_DIVISOR or 1) if group == "steps" else args.jobs,
             batch=args.batch,
             pickup_jobs=args.pickup_jobs,
             pickup_gap=args.pickup_gap,
@@ -466,9 +494,11 @@ def run_once(
     """One repetition. Each group of django_jobs' figures is followed at once by the same
     figures of the peers, so a ratio compares loops run seconds apart, not minutes."""
 
+    chosen = selected_peers(args, only)
+
     def peers_of(group: str) -> None:
-        if "peers" in only and python is not None:
-            peer_figures(args, python, results, group)
+        if chosen and python is not None:
+            peer_figures(args, python, results, group, chosen)
 
     if only & {"enqueue", "drain"}:
         if "enqueue" in only:  # next to the autocommit figure, its comparison
@@ -510,6 +540,7 @@ def run_once(
         async_figures(args.jobs // 10 or 1, args.batch, tag, results)
     if "steps" in only:
         steps_figures(args.jobs // 5 or 1, args.batch, tag, results)
+    peers_of("steps")
     module_figures(args, only, results)
     if "pickup" in only:
         reset()
@@ -547,6 +578,10 @@ def module_figures(args: argparse.Namespace, only: set[str], results: Results) -
         results.add("memory: enqueue_many growth (x)", rss["producer_last"] / rss["producer_first"])
         results.add("memory: worker (MiB)", rss["worker_last"])
         results.add("memory: worker growth (x)", rss["worker_last"] / rss["worker_first"])
+    if "stepskill" in only:
+        from bench import steps_kill
+
+        results.update(steps_kill.measure(args.database_url, max(args.jobs // 5, 100)))
 
 
 QUICK = {"runs": 1, "jobs": 1_000, "batch": 250, "pickup_jobs": 50}
@@ -568,7 +603,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()),
     )
     parser.add_argument(
-        "--only", default=",".join(FIGURES), help=f"comma-separated: {', '.join(FIGURES)}"
+        "--only",
+        default=",".join(FIGURES),
+        help=f"comma-separated: {', '.join((*FIGURES, 'dbos', *MODULE_FIGURES))} "
+        f"(default: {', '.join(FIGURES)})",
     )
     parser.add_argument(
         "--peers",
@@ -596,9 +634,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
     args.only = {part.strip() for part in args.only.split(",") if part.strip()}
-    known = FIGURES + MODULE_FIGURES
+    known = (*FIGURES, "dbos", *MODULE_FIGURES)
     if args.only - set(known):
         parser.error(f"--only: unknown {sorted(args.only - set(known))}; use {', '.join(known)}")
+    if "dbos" in args.only:
+        args.only |= set(DBOS_FIGURES)
     args.peers = {part.strip() for part in args.peers.split(",") if part.strip()}
     if args.peers - set(peers.PEERS):
         parser.error(f"--peers: unknown {sorted(args.peers - set(peers.PEERS))}")
@@ -615,11 +655,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return against.run(args, only)
     if args.side:
-        return side(args, only - {"peers"})
+        return side(args, only - {"peers", "dbos"})
     python = None
-    if "peers" in only:
+    if selected_peers(args, only) or "stepskill" in only:
         python = peers_env.ensure()
-        peers.create_database(peers.peers_url(args.database_url))
+        for suffix in peers.DATABASES:
+            peers.create_database(peers.peers_url(args.database_url, suffix))
     prepare_database(args.database_url)
     results = Results()
     load_before = os.getloadavg()
@@ -648,6 +689,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.side_by_side(results.runs))
     print()
+    checks = report.checks_table(results.runs)
+    if checks:
+        print(checks)
+        print()
     for note in results.notes:
         print(note)
     if args.json:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from bench.report import COMPARISONS, Comparison, figures_table, goals_met, side_by_side, unit
+from bench.report import (
+    COMPARISONS,
+    Comparison,
+    checks_table,
+    figures_table,
+    goals_met,
+    side_by_side,
+    unit,
+)
 
 RUNS = {
     "enqueue": [2_000.0, 3_000.0, 1_000.0],
@@ -73,7 +81,62 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         ("pickup p99", "bare: pickup p99", 2.0, False),
         ("drain async c=50", "drain c=50", 0.5, True),
         ("drain 3 steps c=4", "drain no-op c=4", 0.3, True),
+        ("drain 3 steps c=50", "drain no-op c=50", 0.3, True),
+        ("drain 3 steps c=1", "dbos: 3 steps c=1", 3.0, True),
+        ("drain 3 steps c=4", "dbos: 3 steps c=4", 3.0, True),
+        ("drain 3 steps c=50", "dbos: 3 steps c=50", 3.0, True),
     }
+
+
+# -- durable steps beside DBOS -----------------------------------------------------------------
+
+STEPS = {
+    "drain no-op c=4": [8_000.0, 6_000.0, 7_000.0],
+    "drain 3 steps c=1": [300.0, 200.0, 260.0],
+    "drain 3 steps c=4": [600.0, 500.0, 700.0],
+    "drain no-op c=50": [6_000.0, 5_000.0, 6_000.0],
+    "drain 3 steps c=50": [2_000.0, 1_400.0, 1_500.0],
+    "dbos: 3 steps c=1": [100.0, 50.0, 100.0],
+    "dbos: 3 steps c=4": [150.0, 200.0, 250.0],
+    "dbos: 3 steps c=50": [500.0, 500.0, 400.0],
+}
+
+
+def test_three_steps_beside_dbos_are_judged_at_each_concurrency():
+    met = goals_met(STEPS)
+    # c=1: ratios 3.0, 4.0, 2.6 -> median 3.0, met (at least 3).
+    assert met["drain 3 steps c=1 / dbos: 3 steps c=1"] is True
+    # c=4: 4.0, 2.5, 2.8 -> median 2.8: not met, though the medians' ratio (600 / 200) is 3.
+    assert met["drain 3 steps c=4 / dbos: 3 steps c=4"] is False
+    # c=50: 4.0, 2.8, 3.75 -> 3.75.
+    assert met["drain 3 steps c=50 / dbos: 3 steps c=50"] is True
+    # Steps against no-ops at c=50: 0.33, 0.28, 0.25 -> 0.28, under 0.3.
+    assert met["drain 3 steps c=50 / drain no-op c=50"] is False
+    lines = side_by_side(STEPS).splitlines()
+    row = next(line for line in lines if "dbos: 3 steps c=4" in line)
+    assert row.split()[-4:] == ["2.80", "≥", "3.00", "NO"]  # ratio, goal, met
+    assert next(line for line in lines if "dbos: 3 steps c=1" in line).endswith("yes")
+
+
+def test_a_kill_check_count_is_bounded_by_its_largest_run():
+    runs = {
+        "stepskill: django_jobs re-run after stored (n)": [0.0, 0.0, 0.0],
+        "stepskill: dbos re-run after stored (n)": [0.0, 3.0, 1.0],
+        "stepskill: dbos re-run in all (n)": [4.0, 5.0, 2.0],
+    }
+    assert unit("stepskill: dbos re-run in all (n)") == "n"
+    met = goals_met(runs)
+    assert met["stepskill: django_jobs re-run after stored (n)"] is True
+    assert "stepskill: dbos re-run after stored (n)" not in met  # shown, not judged
+    one_bad = {"stepskill: django_jobs re-run after stored (n)": [0.0, 1.0, 0.0]}
+    assert goals_met(one_bad)["stepskill: django_jobs re-run after stored (n)"] is False
+    table = checks_table(runs).splitlines()
+    assert len(table) == 5  # head, rule, the three counts measured
+    # figure, the largest run, the runs, the goal, met.
+    assert table[2].split()[-7:] == ["0", "0", "0", "0", "≤", "0", "yes"]
+    assert table[3].split()[-5:] == ["3", "0", "3", "1", "-"]  # DBOS's: measured, no goal
+    assert checks_table({}) == ""
+    assert checks_table(one_bad).splitlines()[2].endswith("NO")
 
 
 # -- a revision beside the working tree --------------------------------------------------------
