@@ -24,18 +24,9 @@ from ..permissions import is_operator
 from ..registry import get
 from .display import EMPTY, forbidden_page, timestamp
 
-DECLARED_FIELDS = (
-    "name",
-    "cron",
-    "every",
-    "tz",
-    "kind",
-    "payload",
-    "catch_up",
-    "queue",
-    "priority",
-    "expires",
-)
+#: A declared schedule's fields, read-only here (its code declares them): all the service
+#: edits but whether it runs and whose it is.
+DECLARED_FIELDS = tuple(f for f in schedules.EDITABLE if f not in ("enabled", "owner"))
 
 
 class ScheduleDurationField(forms.CharField):
