@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 
@@ -23,7 +24,14 @@ from .conf import jobs_settings
 from .durations import parse_rate
 from .models import Throttle
 
-__all__ = ["retry_after", "spend", "time_to_wait"]
+__all__ = [
+    "check_failed_credentials",
+    "count_failed_credentials",
+    "credentials_user",
+    "retry_after",
+    "spend",
+    "time_to_wait",
+]
 
 
 def _shape(rate: str) -> tuple[timedelta, timedelta]:
@@ -79,3 +87,56 @@ def _believable(until: datetime, now: datetime, window: timedelta) -> datetime:
 def retry_after(seconds: float) -> int:
     """Seconds as a ``Retry-After`` value: whole, and at least 1."""
     return max(1, math.ceil(seconds))
+
+
+# --- refused credentials (JOBS["AUTH_FAILURE_RATE"]) ----------------------------------------
+
+
+def client_address(request: Any) -> str:
+    return str(request.META.get("REMOTE_ADDR") or "unknown")[:100]  # not a state: no address
+
+
+def check_failed_credentials(request: Any) -> None:
+    """429 before authenticating when this address has spent its budget of refusals."""
+    from rest_framework.exceptions import Throttled
+
+    rate = jobs_settings.AUTH_FAILURE_RATE
+    if not rate:
+        return
+    wait = time_to_wait(f"auth:{client_address(request)}", rate)
+    if wait is not None:
+        seconds = retry_after(wait)
+        raise Throttled(
+            wait=seconds,
+            detail=(
+                "Too many refused credentials from this address "
+                f'(JOBS["AUTH_FAILURE_RATE"] is {rate}). Check the username and password, then '
+                f"send it again in {seconds} s."
+            ),
+        )
+
+
+def count_failed_credentials(request: Any) -> None:
+    rate = jobs_settings.AUTH_FAILURE_RATE
+    if rate:
+        spend(f"auth:{client_address(request)}", rate)
+
+
+def credentials_user(request: Any) -> Any:
+    """The user the API's authenticators find in a plain Django request's ``Authorization``
+    header, or None when they refuse it; under the same budget of refusals as the API.
+
+    Raises ``Throttled`` before any password is hashed when the address has spent it: without
+    the budget, a view outside DRF would hash a password for every guess it is sent.
+    """
+    from rest_framework.exceptions import AuthenticationFailed
+    from rest_framework.request import Request
+    from rest_framework.settings import api_settings
+
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
+    check_failed_credentials(request)
+    try:
+        return Request(request, authenticators=authenticators).user
+    except AuthenticationFailed:
+        count_failed_credentials(request)
+        return None

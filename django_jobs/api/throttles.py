@@ -2,13 +2,14 @@
 
 * ``MemberRateThrottle``: a member's submits and schedule creations share one budget,
   ``JOBS["MEMBER_RATE"]`` (default ``"60/m"``). Operators are not throttled.
-* ``check_failed_credentials``/``count_failed_credentials``: refused credentials cost a
-  password hash each (hundreds of milliseconds, on purpose); past ``JOBS["AUTH_FAILURE_RATE"]``
-  refusals from one client address, requests from it that carry credentials are answered 429
-  before any hashing, until the budget is whole again.
+* ``check_failed_credentials``/``count_failed_credentials`` (``django_jobs.throttling``):
+  refused credentials cost a password hash each (hundreds of milliseconds, on purpose); past
+  ``JOBS["AUTH_FAILURE_RATE"]`` refusals from one client address, requests from it that carry
+  credentials are answered 429 before any hashing, until the budget is whole again.
 
 Both are counted in the jobs database (``django_jobs.throttling``), so they hold across web
-processes without a shared cache.
+processes without a shared cache. ``throttling.credentials_user`` applies the same budget to
+the plain Django views that accept the API's credentials (the event stream, the metrics).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rest_framework.throttling import BaseThrottle
 
 from ..conf import jobs_settings
 from ..permissions import is_operator
-from ..throttling import retry_after, spend, time_to_wait
+from ..throttling import retry_after, spend
 
 
 class MemberRateThrottle(BaseThrottle):
@@ -50,31 +51,3 @@ def member_throttled(wait: float | None) -> Throttled:
             f'{jobs_settings.MEMBER_RATE} (JOBS["MEMBER_RATE"]). Send it again in {seconds} s.'
         ),
     )
-
-
-def client_address(request: Any) -> str:
-    return str(request.META.get("REMOTE_ADDR") or "unknown")[:100]  # not a state: no address
-
-
-def check_failed_credentials(request: Any) -> None:
-    """429 before authenticating when this address has spent its budget of refusals."""
-    rate = jobs_settings.AUTH_FAILURE_RATE
-    if not rate:
-        return
-    wait = time_to_wait(f"auth:{client_address(request)}", rate)
-    if wait is not None:
-        seconds = retry_after(wait)
-        raise Throttled(
-            wait=seconds,
-            detail=(
-                "Too many refused credentials from this address "
-                f'(JOBS["AUTH_FAILURE_RATE"] is {rate}). Check the username and password, then '
-                f"send it again in {seconds} s."
-            ),
-        )
-
-
-def count_failed_credentials(request: Any) -> None:
-    rate = jobs_settings.AUTH_FAILURE_RATE
-    if rate:
-        spend(f"auth:{client_address(request)}", rate)

@@ -62,6 +62,7 @@ from ..serialize import (
     view_for,
 )
 from ..states import JobState
+from ..throttling import check_failed_credentials, count_failed_credentials
 from ..validation import key_problem, storable_text
 from .errors import (
     ConflictError,
@@ -89,12 +90,7 @@ from .serializers import (
     SubmitSerializer,
     SubmittedJobSerializer,
 )
-from .throttles import (
-    MemberRateThrottle,
-    check_failed_credentials,
-    count_failed_credentials,
-    member_throttled,
-)
+from .throttles import MemberRateThrottle, member_throttled
 
 #: The challenge sent with 401 when no configured authenticator offers one a browser ignores.
 FALLBACK_CHALLENGE = 'Session realm="api"'

@@ -26,7 +26,9 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from django_eventstream.channelmanager import DefaultChannelManager
 from django_eventstream.storage import DjangoModelStorage
+from rest_framework.exceptions import Throttled
 
+from ..throttling import credentials_user
 from .fanout import sse_uses_redis
 from .payloads import (
     JOB_ID,
@@ -100,21 +102,26 @@ def stream_query(request: HttpRequest) -> tuple[int | None, int | None]:
 
 def signed_in_user(request: HttpRequest) -> tuple[Any, SignIn] | None:
     """The caller and how they signed in: the session's user, else whoever the API's
-    authenticators recognise; ``None`` if anonymous."""
+    authenticators recognise in the ``Authorization`` header; ``None`` if anonymous.
+
+    Raises ``Throttled`` when the address has spent its budget of refused credentials
+    (``JOBS["AUTH_FAILURE_RATE"]``, as on the API)."""
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return user, SignIn(user.pk, session_key_of(getattr(request, "session", None)))
-    from rest_framework.request import Request
-    from rest_framework.settings import api_settings
-
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
-    try:
-        user = Request(request, authenticators=authenticators).user
-    except Exception:  # AuthenticationFailed: refused credentials are a 401 like none
+    if "HTTP_AUTHORIZATION" not in request.META:
         return None
+    user = credentials_user(request)  # refused credentials are a 401 like none
     if user is None or not user.is_authenticated:
         return None
     return user, SignIn(user.pk, None)
+
+
+def throttled(exc: Throttled) -> HttpResponse:
+    """429 for an address past its budget of refused credentials (the API's answer)."""
+    response = JsonResponse({"code": "THROTTLED", "message": str(exc.detail)}, status=429)
+    response["Retry-After"] = str(exc.wait)
+    return response
 
 
 def unauthenticated() -> HttpResponse:
@@ -200,7 +207,10 @@ def events(request: HttpRequest) -> HttpResponseBase:
         )
         refused["Allow"] = "GET"
         return refused
-    signed_in = signed_in_user(request)
+    try:
+        signed_in = signed_in_user(request)
+    except Throttled as exc:
+        return throttled(exc)
     if signed_in is None:
         return unauthenticated()
     user, sign_in = signed_in

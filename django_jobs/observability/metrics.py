@@ -25,11 +25,13 @@ from typing import Any
 
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from rest_framework.exceptions import Throttled
 
 from ..conf import jobs_settings
 from ..models import Job, PrunedCount
 from ..permissions import is_operator
 from ..states import ENDED_STATES, JobState
+from ..throttling import credentials_user
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -44,7 +46,14 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     """``GET`` the metrics; operators only."""
     if request.method not in ("GET", "HEAD"):
         return HttpResponseNotAllowed(["GET", "HEAD"])
-    user, challenge = _authenticate(request)
+    try:
+        user, challenge = _authenticate(request)
+    except Throttled as exc:
+        response = HttpResponse(
+            f"{exc.detail}\n", status=429, content_type="text/plain; charset=utf-8"
+        )
+        response["Retry-After"] = str(exc.wait)
+        return response
     if user is None or not getattr(user, "is_authenticated", False):
         response = HttpResponse(
             "Sign in as an operator to read the job metrics.\n",
@@ -129,8 +138,6 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return user, None
-    from rest_framework.exceptions import APIException
-    from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
     authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
@@ -144,10 +151,7 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
         challenge = None
     if "HTTP_AUTHORIZATION" not in request.META:
         return user, challenge
-    try:
-        return Request(request, authenticators=authenticators).user, challenge
-    except APIException:
-        return None, challenge
+    return credentials_user(request), challenge  # Throttled past JOBS["AUTH_FAILURE_RATE"]
 
 
 def _latencies(jobs: Any) -> list[float]:

@@ -316,6 +316,40 @@ def test_refused_credentials_are_throttled_per_address_before_any_hashing(
     assert hashed == []
 
 
+@pytest.mark.parametrize("path", ["/api/jobs/events/", "/api/jobs/metrics/"])
+def test_the_stream_and_the_metrics_share_the_apis_budget_of_refused_credentials(
+    client, api_users, settings, monkeypatch, path
+):
+    # Both are plain Django views that accept the API's credentials: a guess there costs a
+    # password hash as on the API, so it spends the same budget, and past it nothing is hashed.
+    from django.contrib.auth.backends import ModelBackend
+
+    settings.JOBS = {**settings.JOBS, "AUTH_FAILURE_RATE": "3/m"}
+    hashed: list[str] = []
+    real = ModelBackend.authenticate
+
+    def counting(self, request, username=None, password=None, **kwargs):
+        hashed.append(username)
+        return real(self, request, username=username, password=password, **kwargs)
+
+    monkeypatch.setattr(ModelBackend, "authenticate", counting)
+    wrong = basic("member", "guess")
+    with time_machine.travel(NOW, tick=False) as clock:
+        assert client.get("/api/jobs/", **wrong).status_code == 401  # one spent on the API
+        for _ in range(2):
+            assert client.get(path, **wrong).status_code == 401
+        assert len(hashed) == 3
+        for where in (path, "/api/jobs/"):
+            refused = client.get(where, **wrong)
+            assert refused.status_code == 429
+            assert refused["Retry-After"] == "20"
+            assert "AUTH_FAILURE_RATE" in refused.content.decode()
+        assert len(hashed) == 3
+        clock.shift(timedelta(seconds=20))
+        assert client.get(path, **wrong).status_code == 401
+    assert len(hashed) == 4
+
+
 def _stream_request(user):
     # An ASGI request, as a stream needs (under WSGI the view answers 501).
     request = AsyncRequestFactory().get("/api/jobs/events/")
