@@ -277,12 +277,10 @@ def test_the_member_rate_holds_across_web_processes(asgi_server, api_users, sett
     assert Job.objects.count() == 3
 
 
-def test_refused_credentials_are_throttled_per_address_before_any_hashing(
-    client, api_users, settings, monkeypatch
-):
+def count_password_checks(monkeypatch) -> list[str]:
+    """The usernames whose password Django's model backend checks (hashes), as they come."""
     from django.contrib.auth.backends import ModelBackend
 
-    settings.JOBS = {**settings.JOBS, "AUTH_FAILURE_RATE": "3/m"}
     hashed: list[str] = []
     real = ModelBackend.authenticate
 
@@ -291,6 +289,14 @@ def test_refused_credentials_are_throttled_per_address_before_any_hashing(
         return real(self, request, username=username, password=password, **kwargs)
 
     monkeypatch.setattr(ModelBackend, "authenticate", counting)
+    return hashed
+
+
+def test_refused_credentials_are_throttled_per_address_before_any_hashing(
+    client, api_users, settings, monkeypatch
+):
+    settings.JOBS = {**settings.JOBS, "AUTH_FAILURE_RATE": "3/m"}
+    hashed = count_password_checks(monkeypatch)
     wrong = basic("member", "guess")
     with time_machine.travel(NOW, tick=False) as clock:
         for _ in range(3):
@@ -322,17 +328,8 @@ def test_the_stream_and_the_metrics_share_the_apis_budget_of_refused_credentials
 ):
     # Both are plain Django views that accept the API's credentials: a guess there costs a
     # password hash as on the API, so it spends the same budget, and past it nothing is hashed.
-    from django.contrib.auth.backends import ModelBackend
-
     settings.JOBS = {**settings.JOBS, "AUTH_FAILURE_RATE": "3/m"}
-    hashed: list[str] = []
-    real = ModelBackend.authenticate
-
-    def counting(self, request, username=None, password=None, **kwargs):
-        hashed.append(username)
-        return real(self, request, username=username, password=password, **kwargs)
-
-    monkeypatch.setattr(ModelBackend, "authenticate", counting)
+    hashed = count_password_checks(monkeypatch)
     wrong = basic("member", "guess")
     with time_machine.travel(NOW, tick=False) as clock:
         assert client.get("/api/jobs/", **wrong).status_code == 401  # one spent on the API
