@@ -30,6 +30,7 @@ from .base import (
     Claim,
     NewJob,
     Outcome,
+    StepRow,
     Store,
     insert_sql,
 )
@@ -394,6 +395,41 @@ class PostgresStore(Store):
         if len(event_ids) == len(jobs):
             return jobs, stored
         return [job for job in jobs if job.pk in event_ids], stored
+
+    def insert_steps(self, rows: list[StepRow]) -> list[int | None]:
+        # One prepared statement whatever the number of rows (arrays in binary, %b), so the
+        # step writer's group commit (engine/step_writer.py) is one round trip. Each row keeps
+        # its own fence: a row whose run lost its job is not inserted, the others are.
+        # "state || ''" as in _record_successes: the job is looked up by id.
+        with self.prepared_cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {STEP_TABLE} AS s (job_id, name, seq, key, state, attempts, "
+                "started_at, value, error, ended_at) SELECT u.job_id, u.name, u.seq, u.key, "
+                "u.state, 1, u.started_at, u.value::jsonb, u.error, u.ended_at "
+                "FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[], %b::text[], "
+                "%b::timestamptz[], %b::text[], %b::text[], %b::timestamptz[], %b::text[], "
+                "%b::int[]) AS u(job_id, name, seq, key, state, started_at, value, error, "
+                "ended_at, worker_id, attempt) "
+                f"WHERE u.worker_id IS NULL OR EXISTS (SELECT 1 FROM {TABLE} AS j "
+                "WHERE j.id = u.job_id AND j.worker_id = u.worker_id "
+                "AND j.state || '' = 'running' AND j.attempts = u.attempt) "
+                "RETURNING s.job_id, s.name, s.id",
+                [
+                    [r.job_id for r in rows],
+                    [r.name for r in rows],
+                    [r.seq for r in rows],
+                    [r.key for r in rows],
+                    [r.state for r in rows],
+                    [r.started_at for r in rows],
+                    [self.js(r.value) for r in rows],
+                    [r.error for r in rows],
+                    [r.ended_at for r in rows],
+                    [r.held[0] if r.held else None for r in rows],
+                    [r.held[1] if r.held else None for r in rows],
+                ],
+            )
+            stored = {(job_id, name): step_id for job_id, name, step_id in cursor.fetchall()}
+        return [stored.get((r.job_id, r.name)) for r in rows]
 
     def try_scheduler_lock(self) -> bool:
         # Released when the tick's transaction ends; a second scheduler skips its tick.
