@@ -48,7 +48,7 @@ from .maintenance import end_expired_jobs, prune_expired, rescue_stale
 from .publish import publish
 from .runner import publish_recorded
 from .scheduler import tick_until
-from .step_writer import StepWriter
+from .step_writer import LEADERS, StepWriter
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -185,8 +185,8 @@ class Worker:
         # ``_abandon``): whatever they return later is dropped.
         self.abandoned: set[threading.Thread] = set()
         self.on_idle: Callable[[], None] | None = None
-        # One writer for the step rows of all executor threads (group commit); alone, a
-        # thread writes its own (see ``engine.step_writer``).
+        # The group commit of the executor threads' step rows (``engine.step_writer``);
+        # None: each thread writes its own.
         self.step_writer: StepWriter | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -226,8 +226,8 @@ class Worker:
             self._tick_schedules()
         keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
         keeper.start()
-        if self.concurrency > 1:
-            self.step_writer = StepWriter(self.alias).start()
+        if self.concurrency > LEADERS:  # fewer threads than leaders: each writes its own
+            self.step_writer = StepWriter(self.alias)
         self.held = [None] * self.concurrency
         self.threads = [self._start_executor(slot) for slot in range(self.concurrency)]
         listener = None
@@ -262,8 +262,6 @@ class Worker:
         for thread in self.threads:
             thread.join()
         self._supervise_executors(replace=False)  # a thread that died while finishing
-        if self.step_writer is not None:
-            self.step_writer.stop()
         self.outcomes.put(None)  # type: ignore[arg-type]
         keeper.join()
         connections.close_all()
