@@ -89,6 +89,16 @@ class StepWriter:
         self.commits = 0
         self.rows = 0
 
+    @property
+    def writing(self) -> int:
+        """Writes under way."""
+        return self._writing
+
+    @property
+    def queued(self) -> int:
+        """Rows waiting for the next write."""
+        return len(self._queued)
+
     def insert(self, row: StepRow) -> int | None:
         """Store ``row`` on this thread's connection (which must be in autocommit) or another
         thread's; return its id once committed, or None when its run no longer holds its job
