@@ -14,8 +14,8 @@ the measurements that decided it.
 How: no thread of its own. A thread with a row to store becomes a *leader* when fewer than
 ``LEADERS`` writes are under way: it writes its row and every row queued so far, on its own
 connection, in autocommit. Otherwise it queues its row and waits. A leader whose write ends
-answers the rows it wrote, then hands the rows queued meanwhile to the first of their
-threads, which leads the next write. So a lone thread writes its own row at once (no
+hands the rows queued meanwhile to the first of their threads, which leads the next write,
+then wakes the threads whose rows it wrote. So a lone thread writes its own row at once (no
 hand-off), and under load each write carries what queued during the one before.
 
 Why four leaders: with ``LEADERS`` writes in flight at most, up to that many threads never
