@@ -258,8 +258,8 @@ class Steps:
             value = fn()
             self._check_json(name, value)
         except BaseException as exc:
-            failed = {"error": self._error(exc), "ended_at": clock.now()}
-            self._insert(name, started, state=StepState.FAILED, **failed)
+            error = self._error(exc)
+            self._insert(name, started, state=StepState.FAILED, error=error, ended_at=clock.now())
             raise
         finally:
             self._active = None
