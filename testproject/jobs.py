@@ -208,6 +208,25 @@ def cool(ctx):
     return "cooled"
 
 
+#: The steps of ``counted_steps``.
+COUNTED_STEPS = ("one", "two", "three")
+
+
+@job("steps.counted", idempotency_key="payload", retry=Retry(attempts=5, delay=0, jitter=False))
+def counted_steps(ctx):
+    """Three plain steps whose bodies each leave an ``Execution`` row (its label: the step's
+    name), committed before the body returns: every run of a body, counted durably."""
+
+    def body(name):
+        def run():
+            Execution.objects.create(job_id=ctx.job.pk, label=name, pid=os.getpid())
+
+        return run
+
+    for name in COUNTED_STEPS:
+        ctx.step.run(name, body(name))
+
+
 # --- kinds used by the live events tests (django_jobs.events) --------------------------------
 
 

@@ -21,6 +21,7 @@ from .workflows import read_previous
 
 if TYPE_CHECKING:
     from ..models import Job
+    from .step_writer import StepWriter
 
 
 _UNREAD = object()
@@ -37,6 +38,10 @@ class Requeue:
 class LiveState(Running):
     """Progress and log lines of a running job, written to the row in coalesced batches; and,
     as ``Running``, the run that ``engine.running.CURRENT`` names while the runner is called."""
+
+    #: The worker's step writer (``engine.step_writer``), set by the worker as the job starts;
+    #: None: each step row is written by the thread that runs the step.
+    step_writer: StepWriter | None = None
 
     def __init__(self, job: Job) -> None:
         self.job, self.after = job, None  # Running's, set here: one call less per job

@@ -48,6 +48,7 @@ from .maintenance import end_expired_jobs, prune_expired, rescue_stale
 from .publish import publish
 from .runner import publish_recorded
 from .scheduler import tick_until
+from .step_writer import LEADERS, StepWriter
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -184,6 +185,9 @@ class Worker:
         # ``_abandon``): whatever they return later is dropped.
         self.abandoned: set[threading.Thread] = set()
         self.on_idle: Callable[[], None] | None = None
+        # The group commit of the executor threads' step rows (``engine.step_writer``);
+        # None: each thread writes its own.
+        self.step_writer: StepWriter | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -222,6 +226,8 @@ class Worker:
             self._tick_schedules()
         keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
         keeper.start()
+        if self.concurrency > LEADERS:  # fewer threads than leaders: each writes its own
+            self.step_writer = StepWriter(self.alias)
         self.held = [None] * self.concurrency
         self.threads = [self._start_executor(slot) for slot in range(self.concurrency)]
         listener = None
@@ -486,6 +492,7 @@ class Worker:
             entry = self.running.get(job.pk)
             live = entry[1] if entry is not None else LiveState(job)
             self.running[job.pk] = (job, live)
+        live.step_writer = self.step_writer
         publish("job.started", job)
         logged = logger.isEnabledFor(logging.INFO)  # per job: nothing built when it is off
         if logged:

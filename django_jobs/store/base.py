@@ -273,6 +273,24 @@ class Claim:
     skip: ClaimSkip | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class StepRow:
+    """A step's first attempt, to insert (``Store.insert_steps``): ``running``, or, written
+    once at its end, ``completed`` with its ``value`` or ``failed`` with its ``error``. Only
+    while ``held`` (worker id, attempt) still holds the job; None: no fence (no worker)."""
+
+    job_id: int
+    name: str
+    seq: int
+    key: str
+    started_at: datetime
+    held: tuple[str, int] | None
+    state: str = StepState.RUNNING
+    value: Any = None
+    error: str | None = None
+    ended_at: datetime | None = None
+
+
 class Listener(Protocol):
     """A connection of its own that hears the store's notifications (``supports_listen``).
 
@@ -847,42 +865,35 @@ class Store:
         sql, params = self._held_sql(job_id, held)
         return bool(self.fetchall(f"SELECT {sql}", params)[0][0])
 
-    def insert_step(
-        self,
-        *,
-        job_id: int,
-        name: str,
-        seq: int,
-        key: str,
-        started_at: datetime,
-        held: tuple[str, int] | None,
-        state: str = StepState.RUNNING,
-        value: Any = None,
-        error: str | None = None,
-        ended_at: datetime | None = None,
-    ) -> int | None:
-        """Insert step ``name`` of the job, its first attempt, as ``running`` (or, written once
-        at its end, as ``completed`` with ``value`` or ``failed`` with ``error``); return its
-        id, or None when ``held`` no longer holds the job (nothing is written)."""
-        fence, fence_params = self._held_sql(job_id, held)
-        rows = self.fetchall(
+    def insert_steps(self, rows: list[StepRow]) -> list[int | None]:
+        """Insert ``rows`` in one transaction (their commit: one, in autocommit); return each
+        row's id, or None for a row whose run no longer holds its job (it is not written, the
+        others are). Any error writes none of them."""
+        if len(rows) == 1:
+            return [self._insert_step(rows[0])]
+        with transaction.atomic(using=self.alias):
+            return [self._insert_step(row) for row in rows]
+
+    def _insert_step(self, row: StepRow) -> int | None:
+        fence, fence_params = self._held_sql(row.job_id, row.held)
+        found = self.fetchall(
             f"INSERT INTO {STEP_TABLE} (job_id, name, seq, key, state, attempts, started_at, "
             f"value, error, ended_at) SELECT %s, %s, %s, %s, %s, 1, %s, {self.json_param}, %s, "
             f"%s{' WHERE ' + fence if fence else ''} RETURNING id",
             [
-                job_id,
-                name,
-                seq,
-                key,
-                state,
-                self.dt(started_at),
-                self.js(value),
-                error,
-                self.dt(ended_at),
+                row.job_id,
+                row.name,
+                row.seq,
+                row.key,
+                row.state,
+                self.dt(row.started_at),
+                self.js(row.value),
+                row.error,
+                self.dt(row.ended_at),
                 *fence_params,
             ],
         )
-        return rows[0][0] if rows else None
+        return found[0][0] if found else None
 
     def update_step(
         self, step_id: int, values: dict[str, Any], *, job_id: int, held: tuple[str, int] | None

@@ -5,17 +5,27 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection
 from django.utils import timezone
 
+from django_jobs.engine.step_writer import LEADERS
 from django_jobs.models import Job, JobStep
 from django_jobs.testing import run_until_idle
-from testproject.jobs import atomic_then_pause, charge, cool, three_steps
+from testproject.jobs import (
+    COUNTED_STEPS,
+    atomic_then_pause,
+    charge,
+    cool,
+    counted_steps,
+    three_steps,
+)
 from testproject.models import Execution
-from tests.conftest import ROOT, wait_until
+from tests.conftest import ROOT, on_postgres, wait_until
 
 pytestmark = pytest.mark.process
 
@@ -145,3 +155,41 @@ def test_sleep_holds_no_worker_and_a_restart_changes_nothing(spawn):
     assert done.pk == job.pk and done.state == "succeeded" and done.attempts == 1
     # Code outside steps runs again on the re-ask; the sleep step itself is done.
     assert labels(job.pk) == ["before-sleep", "before-sleep", "after-sleep"]
+
+
+def body_runs(job_ids: list[int]) -> Counter[tuple[int, str]]:
+    """How many times each (job, step) body ran, from the rows the bodies committed."""
+    return Counter(
+        Execution.objects.filter(job_id__in=job_ids).values_list("job_id", "label").iterator()
+    )
+
+
+def test_a_kill_mid_drain_reruns_no_step_whose_grouped_write_was_stored(spawn):
+    # More threads than leaders: step rows of several threads share a commit
+    # (engine/step_writer.py). A kill -9 mid-drain, then a second worker finishes.
+    jobs = counted_steps.enqueue_many([{"n": n} for n in range(300)])
+    ids = [job.pk for job in jobs]
+    first = spawn("runjobs", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
+    kill_when(first, lambda: Execution.objects.filter(job_id__in=ids).count() >= 300)
+    stored = set(
+        JobStep.objects.filter(job_id__in=ids, state="completed").values_list("job_id", "name")
+    )
+    assert 0 < len(stored) < len(ids) * len(COUNTED_STEPS)  # killed in the middle
+    if on_postgres():  # rows of one transaction share their xmin: some commits held several
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(DISTINCT xmin::text) FROM django_jobs_jobstep WHERE job_id = ANY(%s)",
+                [ids],
+            )
+            assert cursor.fetchone()[0] < len(stored)
+    second = spawn("runjobs", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
+    wait_until(
+        lambda: Job.objects.filter(pk__in=ids, state="succeeded").count() == len(ids),
+        timeout=120,
+        message=second.output(),
+    )
+    runs = body_runs(ids)
+    assert {key: runs[key] for key in stored} == dict.fromkeys(stored, 1)  # none ran again
+    assert set(runs) == {(job_id, name) for job_id in ids for name in COUNTED_STEPS}
+    # Only the bodies in flight at the kill ran twice: at most one per thread.
+    assert sum(runs.values()) - len(runs) <= LEADERS * 4

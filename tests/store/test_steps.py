@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_jobs import Retry, emit, job, resolve, retry
 from django_jobs.engine.context import JobContext, LiveState
+from django_jobs.engine.steps import Steps
 from django_jobs.models import Job, JobStep
 from django_jobs.registry import unregister
 from django_jobs.store import get_store
@@ -361,6 +364,11 @@ class CrashReplayProperty(StepKinds):
         check()
 
 
+def statement(sql: str) -> str:
+    """The first word of a logged statement; a server-bound one is logged as ``QUERY = "..."``."""
+    return sql.removeprefix('QUERY = "').split()[0]
+
+
 class OneWriteTests(StepKinds):
     """A plain step (no ``StepInfo``, ``recover="retry"``) is written once, at its end; the
     first run of a job reads no steps. Counted in statements, as the worker runs them."""
@@ -376,7 +384,7 @@ class OneWriteTests(StepKinds):
         with CaptureQueriesContext(connection) as queries:
             values = [ctx.step.run(name, self.activity(name)) for name in ("a", "b", "c")]
         assert values == ["A", "B", "C"]
-        assert [q["sql"].split()[0] for q in queries] == ["INSERT"] * 3  # no read, no update
+        assert [statement(q["sql"]) for q in queries] == ["INSERT"] * 3  # no read, no update
         rows = list(JobStep.objects.filter(job_id=ctx.job.pk))
         assert [(r.name, r.seq, r.state, r.value, r.attempts) for r in rows] == [
             ("a", 0, "completed", "A", 1),
@@ -443,3 +451,49 @@ class OneWriteTests(StepKinds):
         assert ran[-1].result == ["FIRST", "THEN"]
         assert self.calls == {"first": 1, "then": 2}
         assert JobStep.objects.filter(job=job_).count() == 3
+
+
+def _wrapped(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _Callable:
+    def __call__(self, info):
+        return info
+
+    def method(self, info=None):
+        return info
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: None,
+        lambda info: info,
+        lambda info=None: info,
+        lambda a, b=1: a,
+        lambda *args: args,
+        lambda *, info: info,
+        lambda info, /: info,
+        _wrapped(lambda info: info),
+        _wrapped(lambda: None),
+        functools.partial(lambda a, info: info, 1),
+        _Callable(),
+        _Callable().method,
+        print,
+    ],
+)
+def test_takes_info_gives_the_signature_s_answer(fn):
+    # A plain function is read from its code; everything else through inspect.signature.
+    try:
+        expected = any(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            for p in inspect.signature(fn).parameters.values()
+        )
+    except (TypeError, ValueError):
+        expected = False
+    assert Steps._takes_info(fn) is expected
