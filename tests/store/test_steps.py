@@ -364,9 +364,13 @@ class CrashReplayProperty(StepKinds):
         check()
 
 
-def statement(sql: str) -> str:
-    """The first word of a logged statement; a server-bound one is logged as ``QUERY = "..."``."""
-    return sql.removeprefix('QUERY = "').split()[0]
+def statements(queries) -> list[str]:
+    """The first word of each logged statement. A server-bound statement is logged as
+    ``QUERY = "..."`` on Django 6, and without its text (``None``) on Django 5.2: counted then,
+    its word unknown (``"?"``)."""
+    return [
+        "?" if q["sql"] is None else q["sql"].removeprefix('QUERY = "').split()[0] for q in queries
+    ]
 
 
 class OneWriteTests(StepKinds):
@@ -384,7 +388,8 @@ class OneWriteTests(StepKinds):
         with CaptureQueriesContext(connection) as queries:
             values = [ctx.step.run(name, self.activity(name)) for name in ("a", "b", "c")]
         assert values == ["A", "B", "C"]
-        assert [statement(q["sql"]) for q in queries] == ["INSERT"] * 3  # no read, no update
+        words = statements(queries)
+        assert len(words) == 3 and set(words) <= {"INSERT", "?"}  # no read, no update
         rows = list(JobStep.objects.filter(job_id=ctx.job.pk))
         assert [(r.name, r.seq, r.state, r.value, r.attempts) for r in rows] == [
             ("a", 0, "completed", "A", 1),
