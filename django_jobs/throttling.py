@@ -29,6 +29,7 @@ __all__ = [
     "count_failed_credentials",
     "credentials_user",
     "retry_after",
+    "retry_after_header",
     "spend",
     "time_to_wait",
 ]
@@ -114,6 +115,12 @@ def check_failed_credentials(request: Any) -> None:
                 f"send it again in {seconds} s."
             ),
         )
+
+
+def retry_after_header(exc: Any) -> str:
+    """The ``Retry-After`` value of DRF's ``Throttled``: whole seconds, set by its constructor
+    as ``wait`` (an attribute its type stubs do not declare)."""
+    return str(getattr(exc, "wait", None) or 1)
 
 
 def count_failed_credentials(request: Any) -> None:

@@ -28,7 +28,7 @@ from django_eventstream.channelmanager import DefaultChannelManager
 from django_eventstream.storage import DjangoModelStorage
 from rest_framework.exceptions import Throttled
 
-from ..throttling import credentials_user
+from ..throttling import credentials_user, retry_after_header
 from .fanout import sse_uses_redis
 from .payloads import (
     JOB_ID,
@@ -120,7 +120,7 @@ def signed_in_user(request: HttpRequest) -> tuple[Any, SignIn] | None:
 def throttled(exc: Throttled) -> HttpResponse:
     """429 for an address past its budget of refused credentials (the API's answer)."""
     response = JsonResponse({"code": "THROTTLED", "message": str(exc.detail)}, status=429)
-    response["Retry-After"] = str(exc.wait)
+    response["Retry-After"] = retry_after_header(exc)
     return response
 
 

@@ -31,7 +31,7 @@ from ..conf import jobs_settings
 from ..models import Job, PrunedCount
 from ..permissions import is_operator
 from ..states import ENDED_STATES, JobState
-from ..throttling import credentials_user
+from ..throttling import credentials_user, retry_after_header
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -52,7 +52,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         response = HttpResponse(
             f"{exc.detail}\n", status=429, content_type="text/plain; charset=utf-8"
         )
-        response["Retry-After"] = str(exc.wait)
+        response["Retry-After"] = retry_after_header(exc)
         return response
     if user is None or not getattr(user, "is_authenticated", False):
         response = HttpResponse(
