@@ -25,7 +25,7 @@ from ..models import Job, JobStep
 from ..registry import JobHandle, get
 from ..serialize import public_error
 from ..signals import children_spawned
-from ..states import ENDED_STATES, JobState, StepState
+from ..states import JobState, StepState
 from ..store import get_store
 from .admission import admit
 from .suspend import Suspend
@@ -256,14 +256,9 @@ def _pending(ids: list[int], parent_id: int, alias: str) -> tuple[int, bool]:
 
     A child pruned away (absent) counts as ended: nothing would ever wake the wait for it."""
     pending, foreign = 0, False
+    store = get_store(alias)
     for page in _pages(ids):
-        rows = (
-            Job.objects.using(alias)
-            .filter(pk__in=page)
-            .exclude(state__in=ENDED_STATES)
-            .values_list("parent_id", flat=True)
-        )
-        for owner in rows:
+        for owner in store.unended_parents(page):
             pending += 1
             foreign = foreign or owner != parent_id
     return pending, foreign
@@ -276,13 +271,9 @@ def _shown(error: str | None, owned: bool) -> str | None:
 
 def _outcomes(ids: list[int], alias: str, owned: bool) -> dict[int, ChildResult]:
     found: dict[int, ChildResult] = {}
+    store = get_store(alias)
     for page in _pages(ids):
-        rows = (
-            Job.objects.using(alias)
-            .filter(pk__in=page)
-            .values_list("id", "state", "result", "error")
-        )
-        for job_id, state, result, error in rows:
+        for job_id, state, result, error in store.outcomes_of(page):
             found[job_id] = ChildResult(
                 job_id,
                 state,
