@@ -7,6 +7,7 @@ SQLite by default (a file beside the project, or ``SQLITE_PATH``); PostgreSQL wh
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -47,8 +48,13 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
 )
 ALLOWED_HOSTS = ["*"]
 
+# daphne's app only makes `runserver` serve ASGI (the demo's live page). It imports Twisted,
+# a quarter of the start-up of any other command, and the test suite starts hundreds of
+# workers: so it is loaded for runserver alone. A project of your own lists it first always,
+# as docs/getting-started.md shows.
+SERVES_ASGI = sys.argv[1:2] == ["runserver"]
 INSTALLED_APPS = [
-    "daphne",
+    *(["daphne"] if SERVES_ASGI else []),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
