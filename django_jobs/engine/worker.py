@@ -178,6 +178,7 @@ class Worker:
         self.avg_duration = 0.0
         self.processed = 0
         self.threads: list[threading.Thread] = []
+        self.vacant: set[int] = set()  # slots whose new thread the system refused
         # Per executor slot: the job its thread is running, and why the thread died (if it did).
         self.held: list[Job | None] = []
         self.deaths: dict[int, BaseException] = {}
@@ -257,9 +258,11 @@ class Worker:
                 self.unfinished -= len(unstarted)
                 for job_id in unstarted:
                     self.running.pop(job_id, None)
-        for _ in self.threads:
+        # A vacant slot's thread is the one it lost (abandoned to a hung runner, or dead).
+        threads = [t for slot, t in enumerate(self.threads) if slot not in self.vacant]
+        for _ in threads:
             self.local.put(_STOP)
-        for thread in self.threads:
+        for thread in threads:
             thread.join()
         self._supervise_executors(replace=False)  # a thread that died while finishing
         self.outcomes.put(None)  # type: ignore[arg-type]
@@ -417,7 +420,12 @@ class Worker:
         leases of every job this worker holds), and ``--burst`` would never end.
         """
         now = clock.now()
+        if replace:
+            for slot in sorted(self.vacant):
+                self._replace_executor(slot)
         for slot, thread in enumerate(self.threads):
+            if slot in self.vacant:
+                continue
             if thread.is_alive():
                 if replace:
                     self._abandon_if_hung(slot, thread, now)
@@ -443,7 +451,31 @@ class Worker:
                     self.unfinished -= 1
                 _log_crashed(job, outcome, self.worker_id)
             if replace:
-                self.threads[slot] = self._start_executor(slot)
+                self._replace_executor(slot)
+
+    def _replace_executor(self, slot: int) -> None:
+        """A new executor thread for ``slot``.
+
+        When the system refuses one (``can't start new thread``: no memory left for its
+        stack, as beside a runner that exhausted it, or no threads left) the slot stays vacant
+        and each later round of the claim loop tries again; the worker goes on with the slots
+        it has rather than stop with its jobs still held.
+        """
+        try:
+            self.threads[slot] = self._start_executor(slot)
+        except RuntimeError as exc:
+            if slot not in self.vacant:
+                logger.error(
+                    "Could not start a new executor thread for slot %s (%s); the worker goes "
+                    "on with one slot fewer and tries again.",
+                    slot,
+                    exc,
+                )
+            self.vacant.add(slot)
+        else:
+            if slot in self.vacant:
+                logger.info("Executor slot %s has a thread again.", slot)
+            self.vacant.discard(slot)
 
     def _abandon_if_hung(self, slot: int, thread: threading.Thread, now: datetime) -> None:
         """Fail the attempt of a job still running well past its timeout; free its slot.
@@ -479,13 +511,13 @@ class Worker:
         _log_crashed(job, outcome, self.worker_id)
         logger.error(
             "Job %s (%s) ran past its timeout of %s and does not stop: thread %s is abandoned "
-            "to it and replaced.",
+            "to it; a new thread takes its slot.",
             job.pk,
             printable(job.kind),
             handle.timeout,
             thread.name,
         )
-        self.threads[slot] = self._start_executor(slot)
+        self._replace_executor(slot)
 
     def _execute(self, job: Job, slot: int) -> None:
         with self.running_lock:

@@ -22,7 +22,7 @@ from testproject.jobs import exits_process, hangs, hogs, raises_in_except, recor
 from testproject.models import Execution
 from tests.conftest import wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.process]
+pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.engine]
 
 SHORT_LEASE = {"JOBS_LEASE": "2s"}
 HEADROOM = 256 * 1024 * 1024  # what a memory-hungry runner may take before MemoryError
@@ -95,6 +95,48 @@ def _virtual_size(pid: int) -> int:
         if line.startswith("VmSize:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmSize in /proc/<pid>/status")
+
+
+BIG_STACK = 512 * 1024 * 1024  # each new thread reserves this much address space
+
+
+def test_a_thread_the_system_refuses_leaves_a_slot_vacant_and_the_worker_going(spawn, tmp_path):
+    # RLIMIT_STACK at exec is the stack every new thread reserves; the address space is then
+    # capped below one more stack: starting a thread fails ("can't start new thread"), while
+    # the rest of the worker's work (far smaller allocations) goes on.
+    worker = spawn(
+        "runjobs",
+        "-v",
+        "2",  # the slot's return is logged at INFO
+        "--concurrency",
+        "2",
+        prefix=["prlimit", f"--stack={BIG_STACK}", "--"],
+        env={"MALLOC_ARENA_MAX": "2"},
+    )
+    first = record.enqueue({"n": -1})  # once it has run, every thread of the worker is up
+    wait_for(lambda: states([first]) == {"succeeded": 1}, "the first job run", worker)
+    size = _virtual_size(worker.popen.pid)
+    limit = size + BIG_STACK // 2
+    # The soft limit only: lowering the hard one could not be undone here.
+    resource.prlimit(worker.popen.pid, resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+
+    release = tmp_path / "release"
+    stuck = hangs.enqueue({"until": str(release)}, priority=-1)
+    wait_for(lambda: "slot fewer" in worker.output(), "the hung runner's slot left vacant", worker)
+    assert reloaded(stuck).state == "failed"
+    behind = [record.enqueue({"n": n}) for n in range(3)]
+    wait_for(lambda: states(behind) == {"succeeded": 3}, "the jobs behind it run", worker)
+
+    # With room again, the slot gets its thread back; the worker stops cleanly, the hung
+    # thread left behind (its job long failed).
+    unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    resource.prlimit(worker.popen.pid, resource.RLIMIT_AS, unlimited)
+    after = record.enqueue({"n": 3})  # wakes the claim loop, whose round tries again
+    wait_for(lambda: "has a thread again" in worker.output(), "the slot filled again", worker)
+    wait_for(lambda: states([after]) == {"succeeded": 1}, "the job after it run", worker)
+    worker.popen.send_signal(signal.SIGTERM)
+    assert exit_code(worker) == 0, worker.output()
+    assert "RuntimeError" not in worker.output()  # the refusal was logged, never raised
 
 
 def test_a_runner_that_ends_the_process_has_its_jobs_reclaimed_after_the_lease(spawn):
