@@ -21,7 +21,7 @@ from tests.conftest import SSEClient, end_other_sessions, on_postgres, session_c
 from tests.integration import test_events_live
 from tests.integration.test_events_live import WSClient, check_counted_to_100, ended, row_ids
 
-pytestmark = [pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.process, pytest.mark.postgres, pytest.mark.engine]
 
 # A worker and a web server on the test database; alice, bob, olga (an operator).
 live = test_events_live.live

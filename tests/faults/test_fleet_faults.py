@@ -30,7 +30,7 @@ from .fleet import (
     within,
 )
 
-pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres, pytest.mark.engine]
 
 SEED = 20261201  # the kills' schedule and victims: a failing run can be replayed
 

@@ -24,7 +24,7 @@ from tests.conftest import exclusive, wait_until
 
 from .fleet import states
 
-pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres, pytest.mark.engine]
 
 
 @pytest.mark.parametrize(

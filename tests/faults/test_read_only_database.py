@@ -20,7 +20,7 @@ from testproject.jobs import slow
 from testproject.models import Execution
 from tests.conftest import end_other_sessions, on_postgres, wait_until
 
-pytestmark = [pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.process, pytest.mark.postgres, pytest.mark.engine]
 
 
 def set_read_only(on: bool) -> None:

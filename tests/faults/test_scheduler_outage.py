@@ -27,7 +27,7 @@ from django_jobs import clock
 from django_jobs.models import Job, Schedule
 from tests.conftest import end_other_sessions, wait_until
 
-pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres, pytest.mark.engine]
 
 NAME = "beat"
 # Half past a minute: each step moves the clock by whole minutes, so every tick sees exactly

@@ -26,7 +26,7 @@ from tests.conftest import wait_until
 from .fleet import LEASE, assert_exactly_once, enqueue_three_steps, require_postgres, states
 from .proxy import SilentProxy
 
-pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres]
+pytestmark = [pytest.mark.faults, pytest.mark.process, pytest.mark.postgres, pytest.mark.engine]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from testproject.jobs import until_cancelled
 from testproject.models import Execution
 from tests.conftest import on_postgres, someone_listens, wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 #: The lease of the worker (its heartbeat is a third of it): far longer than a cancel may take.
 LEASE = {"JOBS_LEASE": "30s"}

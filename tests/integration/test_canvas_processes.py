@@ -16,7 +16,7 @@ from testproject.jobs import canvas_add, canvas_hooked, canvas_total
 from testproject.models import Execution
 from tests.conftest import wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 SHORT_LEASE = {"JOBS_LEASE": "1s"}
 

@@ -9,7 +9,7 @@ from django_jobs.models import Job
 from testproject.jobs import record
 from tests.conftest import end_other_sessions, wait_until
 
-pytestmark = [pytest.mark.process]
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 
 def test_worker_survives_its_connections_being_killed(spawn):

@@ -15,7 +15,7 @@ from django_jobs.testing import run_until_idle
 from testproject.jobs import exits, interrupts, record
 from testproject.models import Execution
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 
 def exit_code(proc, timeout: float = 30) -> int:

@@ -17,7 +17,7 @@ from django_jobs.models import Job, JobEventRecord
 from django_jobs.registry import lookup
 from tests.conftest import wait_until
 
-pytestmark = [pytest.mark.process]
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 T0 = datetime(2026, 6, 1, 12, 0, 5, tzinfo=UTC)
 

@@ -27,7 +27,7 @@ from testproject.jobs import (
 from testproject.models import Execution
 from tests.conftest import ROOT, on_postgres, wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 SHORT_LEASE = {"JOBS_LEASE": "1s"}
 

@@ -12,7 +12,7 @@ from testproject.jobs import pair, spawn_then_pause
 from testproject.models import Execution
 from tests.conftest import wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 SHORT_LEASE = {"JOBS_LEASE": "1s"}
 # Two children ending at the same instant on two workers, this many times (WORKFLOW_RACE_ROUNDS
