@@ -326,7 +326,11 @@ class Worker:
                     for job in claimed:
                         self.local.put(job)
                     idle_checks = 0
-                    continue
+                    if len(claimed) >= want:
+                        continue  # a full claim: more may be due, ask again at once
+                    # A short claim took every job due: asking again at once would find none,
+                    # and its round trip would hold the GIL while the executor starts the job
+                    # just claimed. A NOTIFY, a job's end or the poll sets ``wake``.
             if self.burst and not claimed:
                 with self.running_lock:
                     idle = self.in_flight == 0
