@@ -112,7 +112,7 @@ def check_failed_credentials(request: Any) -> None:
             detail=(
                 "Too many refused credentials from this address "
                 f'(JOBS["AUTH_FAILURE_RATE"] is {rate}). Check the username and password, then '
-                f"send it again in {seconds} s."
+                "send it again later."
             ),
         )
 

@@ -48,6 +48,6 @@ def member_throttled(wait: float | None) -> Throttled:
         wait=seconds,
         detail=(
             f"Too many submits and schedule creations: members may make "
-            f'{jobs_settings.MEMBER_RATE} (JOBS["MEMBER_RATE"]). Send it again in {seconds} s.'
+            f'{jobs_settings.MEMBER_RATE} (JOBS["MEMBER_RATE"]). Send it again later.'
         ),
     )

@@ -237,6 +237,7 @@ def test_members_submits_and_schedule_creations_share_one_rate(client, api_users
             assert refused["Retry-After"] == "10"  # one interval of 60 s / 6
             assert refused.json()["code"] == "THROTTLED"
             assert 'JOBS["MEMBER_RATE"]' in refused.json()["message"]
+            assert refused.json()["message"].count("10") == 1  # the wait, said once
         assert Job.objects.count() == 3 and Schedule.objects.count() == 3
         # Another member, and operators, are not held back by this member's budget.
         assert _submit(client, basic("other", "pw-other"), 1).status_code == 201
@@ -307,6 +308,7 @@ def test_refused_credentials_are_throttled_per_address_before_any_hashing(
             assert refused.status_code == 429
             assert refused["Retry-After"] == "20"
             assert 'JOBS["AUTH_FAILURE_RATE"]' in refused.json()["message"]
+            assert refused.json()["message"].count("20") == 1  # the wait, said once
         assert len(hashed) == 3  # no hashing for them
         # Another address is not held back; nor is a session.
         assert client.get("/api/jobs/", REMOTE_ADDR="10.0.0.2", **MEMBER).status_code == 200
