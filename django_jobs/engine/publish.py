@@ -268,12 +268,25 @@ class EventWriter:
                 del self._pending[:excess]
                 self._dropped += excess
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="django_jobs-events-writer", daemon=True
-                )
-                self._thread.start()
-                atexit.register(self.flush)  # a process that ends stores its last events
+                self._start_thread()
             self._cond.notify_all()
+
+    def _start_thread(self) -> None:
+        """Start the writer thread (with ``_cond`` held). When the system refuses a thread
+        (``can't start new thread``: no memory for its stack, or no threads left) the events
+        stay pending and the next submit tries again: publishing never fails a job."""
+        thread = threading.Thread(target=self._run, name="django_jobs-events-writer", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:
+            logger.error(
+                "Cannot start the events writer thread (%s); %s event(s) wait for the next try.",
+                exc,
+                len(self._pending),
+            )
+            return
+        self._thread = thread
+        atexit.register(self.flush)  # a process that ends stores its last events
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every submitted event is stored; False if ``timeout`` passed first."""

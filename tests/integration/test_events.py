@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from datetime import UTC, timedelta
 from unittest.mock import ANY
 
@@ -24,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import django_jobs
-from django_jobs.engine.publish import publish
+from django_jobs.engine.publish import EventWriter, Published, publish
 from django_jobs.events import prune_events
 from django_jobs.events.checks import check_live_events
 from django_jobs.events.fanout import send_sse, ws_messages
@@ -480,6 +481,36 @@ def test_a_broken_event_store_never_fails_a_job_and_events_follow_once_it_is_bac
     assert "Cannot store" in caplog.text
     assert writer.flush(timeout=10)
     assert [r.type for r in rows_of(job)] == ["job.created", "job.started", "job.succeeded"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_thread_the_system_refuses_keeps_the_events_for_the_next_submit(
+    monkeypatch, caplog
+):
+    """Out of memory for a thread's stack (``can't start new thread``): publishing does not
+    raise (it would fail the job being started), and the next submit starts the writer and
+    stores everything kept."""
+    needs_file_database()
+    job = record.enqueue({"n": "no thread"})
+    own = EventWriter()
+    start = threading.Thread.start
+    refusals = iter([RuntimeError("can't start new thread")])
+
+    def start_or_refuse(thread):
+        refusal = next(refusals, None)
+        if refusal is not None and thread.name == "django_jobs-events-writer":
+            raise refusal
+        return start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_or_refuse)
+    with caplog.at_level(logging.ERROR, logger="django_jobs.events"):
+        own.submit_all([Published("job.started", job, timezone.now(), None)])
+    assert "Cannot start the events writer thread" in caplog.text
+    assert not own.flush(timeout=0.2)  # kept, not stored
+    own.submit_all([Published("job.succeeded", job, timezone.now(), None)])
+    assert own.flush(timeout=10)
+    types = [r.type for r in rows_of(job)]
+    assert types[-2:] == ["job.started", "job.succeeded"]
 
 
 @pytest.mark.django_db(transaction=True)
