@@ -65,6 +65,9 @@ BAD_INPUT = "BAD_INPUT"
 INTERNAL_ERROR = "INTERNAL_ERROR"
 """The ``--json`` error code of an unexpected failure (exit status 1; the traceback follows on
 stderr)."""
+NOT_MIGRATED = "NOT_MIGRATED"
+"""The ``--json`` error code of a database without django_jobs' migrations (exit status 1):
+the message names them and says to run ``manage.py migrate``."""
 SYSTEM_CHECK = "SYSTEM_CHECK"
 """The ``--json`` error code of a failed system check (exit status 1; the report follows on
 stderr)."""

@@ -24,16 +24,19 @@ from django.core.management.base import (
     CommandParser,
     SystemCheckError,
 )
+from django.db import DatabaseError
 
 from ... import cli, clock, operations
 from ...cli import render
 from ...cli.drain import drain
+from ...conf import jobs_settings
 from ...exceptions import JobsError
 from ...mcp_server import serve
 from ...observability.stats import queue_stats
 from ...printable import printable
 from ...serialize import job_json
 from ...states import JobState, StepState
+from ..readiness import missing_migrations
 
 
 def _plain(text: str) -> str:
@@ -268,6 +271,16 @@ class Command(BaseCommand):
                 self._print_error(cli.SYSTEM_CHECK, str(exc).strip())
             raise
         except Exception as exc:
+            # "no such table": say what to run rather than show the database's traceback.
+            missing = (
+                missing_migrations(jobs_settings.DATABASE)
+                if isinstance(exc, DatabaseError)
+                else None
+            )
+            if missing:
+                if options.get("json"):
+                    self._print_error(cli.NOT_MIGRATED, missing)
+                raise CommandError(missing) from exc
             if options.get("json"):
                 self._print_error(cli.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             raise

@@ -18,6 +18,7 @@ from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
 from ...engine.worker import Worker
 from ...observability.logs import JsonFormatter
+from ..readiness import missing_migrations
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -60,13 +61,9 @@ class Command(BaseCommand):
         concurrency = options["concurrency"]
         if concurrency is not None and concurrency < 1:
             raise CommandError("--concurrency must be at least 1.")
-        missing = unapplied_migrations(jobs_settings.DATABASE)
+        missing = missing_migrations(jobs_settings.DATABASE)
         if missing:
-            raise CommandError(
-                f"The database {jobs_settings.DATABASE!r} lacks {len(missing)} migration(s) the "
-                f"worker needs ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}). "
-                "Run `manage.py migrate`, then start the worker again."
-            )
+            raise CommandError(f"{missing} Then start the worker again.")
         configure_logging(options["verbosity"], options["log_format"])
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
         worker = Worker(
@@ -89,26 +86,6 @@ class Command(BaseCommand):
         code = worker.run()
         if code:
             raise SystemExit(code)
-
-
-def unapplied_migrations(alias: str) -> list[str]:
-    """The migrations django_jobs' tables need (its own and those it depends on) that
-    ``alias`` has not applied, as ``app.name``; [] when the database cannot be reached now.
-
-    Without this check a worker on a database never migrated would retry "no such table"
-    for good, as if the database were away; an unreachable one is left to the worker, which
-    waits for it. About 40 ms at start (reading the migration files), as runserver's check.
-    """
-    from django.db import DatabaseError, connections
-    from django.db.migrations.executor import MigrationExecutor
-
-    try:
-        executor = MigrationExecutor(connections[alias])
-        targets = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "django_jobs"]
-        plan = executor.migration_plan(targets)
-    except DatabaseError:
-        return []
-    return [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
 
 
 def configure_logging(verbosity: int, log_format: str) -> None:
