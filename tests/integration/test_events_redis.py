@@ -159,7 +159,12 @@ def test_with_redis_a_stopped_transport_never_fails_a_job_and_events_resume(
             old_ws.close()
     streamed = sorted(once(of(second, streamed)), key=event_id)
     check_counted_to_100(streamed)
-    assert sorted(e["_text"] for e in of(second, framed)) == sorted(e["_text"] for e in streamed)
+    # The WebSocket resumed (it heard the job end) with the stored texts. Every event is not
+    # promised there: it has no replay, and right after Redis restarts a publish may find
+    # only stale pooled connections and be dropped (docs/events.md); SSE, above, is exact.
+    framed_texts = [e["_text"] for e in of(second, framed)]
+    assert set(framed_texts) <= {e["_text"] for e in streamed}
+    assert any(e["type"] == "job.succeeded" for e in of(second, framed))
     assert worker.popen.poll() is None  # the worker went on through it all
     assert "Lost the Redis subscription" in server.output()
 
