@@ -24,6 +24,7 @@ SCRIPTS = Path(__file__).resolve().parent / "peerside"
 LOOPS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("enqueue", "bare.py", "insert", (), ""),
     ("enqueue", "bare.py", "insert-notify", (), ""),
+    ("enqueue", "bare.py", "insert-notify-tx", (), ""),
     ("enqueue", "procrastinate_loops.py", "enqueue", (), "_peers"),
     ("enqueue", "tasks_db_loops.py", "enqueue", (), "_peers"),
     ("enqueue_many", "bare.py", "insert-100", (), ""),

@@ -5,6 +5,10 @@
 - ``insert``: one ``INSERT`` per transaction (autocommit), a job row written by hand;
 - ``insert-notify``: the same as one statement that also NOTIFYs, ``ON CONFLICT DO NOTHING
   RETURNING id`` on the live-key index: the least an enqueue that wakes workers can send;
+- ``insert-notify-tx``: that statement alone in an explicit transaction (``BEGIN``, the
+  statement, ``COMMIT``: three round trips): the least an enqueue inside the caller's
+  ``transaction.atomic()`` can cost, and so, beside ``insert-notify``, the ratio the machine
+  allows that figure;
 - ``insert-100``: 100 single-row ``INSERT`` statements per transaction;
 - ``multirow``: one multi-row ``INSERT ... VALUES`` of ``--batch`` rows per statement;
 - ``copy``: ``COPY ... FROM STDIN`` of ``--batch`` rows per statement;
@@ -60,9 +64,15 @@ def values(i: int, tag: str) -> tuple[str, str, datetime, datetime]:
     return (f'{{"n":{i}}}', f"bare:{tag}:{i}", now, now)
 
 
-def insert(url: str, n: int, *, notify: bool = False) -> float:
+def insert(url: str, n: int, *, notify: bool = False, transaction: bool = False) -> float:
     with connect(url) as conn:
-        if notify:
+        if transaction:
+
+            def run() -> None:
+                for i in range(n):
+                    with conn.transaction():
+                        conn.execute(INSERT_NOTIFY, [*values(i, "t"), CHANNEL]).fetchone()
+        elif notify:
 
             def run() -> None:
                 for i in range(n):
@@ -227,6 +237,8 @@ def main() -> None:
         emit({"bare: insert 1/tx": insert(args.url, n)})
     elif args.figure == "insert-notify":
         emit({"bare: insert+notify 1/tx": insert(args.url, n, notify=True)})
+    elif args.figure == "insert-notify-tx":
+        emit({"bare: insert+notify in tx": insert(args.url, n, transaction=True)})
     elif args.figure == "insert-100":
         emit({"bare: insert 100/tx": insert_per_transaction(args.url, n, 100)})
     elif args.figure == "multirow":
