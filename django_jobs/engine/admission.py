@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -151,17 +152,24 @@ def _pending_job(row: NewJob) -> Job:
 def _store_rows(handle: JobHandle, rows: list[NewJob], alias: str, on_conflict: str) -> list[Job]:
     store = get_store(alias)
     # The insert also wakes the engine's idle workers, on commit only (see Store.insert).
-    # In our own transaction job.created is stored with the jobs, by the insert itself
-    # (``created_row`` makes each row once the store knows the job's id). Inside the caller's
-    # transaction it is stored just after the commit (holding the events' write lock until
-    # the caller commits would serialize every writer behind it): see publish_created.
+    # job.created is written with the jobs, by the insert itself (``created_row`` makes each
+    # row once the store knows the job's id): stored at once in our own transaction. Inside
+    # the caller's, PostgreSQL stages the rows for its commit to store (holding the events'
+    # write lock until the caller commits would serialize every writer behind it); SQLite
+    # stores them just after the commit (publish_created).
     own_transaction = not connections[alias].in_atomic_block
-    created_event = created_row if own_transaction and storing_events() else None
-    # Autocommit and one statement: atomic by itself, no BEGIN/COMMIT round trips. Otherwise
-    # in a transaction: a savepoint inside the caller's, so a failed insert leaves it usable,
-    # as it would be without us.
-    atomic = not (own_transaction and store.insert_is_one_statement)
-    results, written = _insert(store, rows, created_event, atomic=atomic)
+    writes_created = own_transaction or store.stages_created_events()
+    created_event = created_row if writes_created and storing_events() else None
+    # One statement (PostgreSQL) needs no transaction of its own: in autocommit it is atomic
+    # by itself, with no BEGIN/COMMIT round trips; in the caller's transaction it is one
+    # statement of it, as ``Model.objects.create()`` is: no savepoint (its two round trips
+    # were a third of an enqueue there), so a failed insert fails the caller's transaction,
+    # as a failed ``create()`` does. Several statements (SQLite) go in a transaction, a
+    # savepoint inside the caller's.
+    atomic = not store.insert_is_one_statement
+    results, written = _insert(
+        store, rows, created_event, atomic=atomic, retry=own_transaction or atomic
+    )
     created = [job for job, deduped in results if not deduped]
     if created:
         publish_created(created, alias=alias, written=written)
@@ -189,23 +197,28 @@ def _insert(
     created_event: MakeRow | None,
     *,
     atomic: bool,
-) -> tuple[list[tuple[Job, bool]], list[StoredEvent] | None]:
+    retry: bool,
+) -> tuple[list[tuple[Job, bool]], Sequence[StoredEvent] | None]:
     """Insert the rows, with their job.created rows when ``created_event`` is given; return
     the results and the event rows stored (None: none was, they follow the commit).
 
-    If the events cannot be written (their table is away), the insert rolled back whole: it
-    runs again without them, and they follow the commit (publish_created), for the writer
-    to retry: a failing events table never loses a job."""
+    If the events cannot be written (their table is away), the insert rolled back whole:
+    with ``retry`` it runs again without them, and they follow the commit (publish_created),
+    for the writer to retry: a failing events table never loses a job. Without ``retry``
+    (one statement inside the caller's transaction, which the failure has aborted) the error
+    is the caller's, as any failed statement of its transaction."""
 
     def insert(
         made: MakeRow | None,
-    ) -> tuple[list[tuple[Job, bool]], list[StoredEvent]]:
+    ) -> tuple[list[tuple[Job, bool]], Sequence[StoredEvent]]:
         if not atomic:
             return store.insert_with_events(rows, made)
         with transaction.atomic(using=store.alias):
             return store.insert_with_events(rows, made)
 
     if created_event is not None:
+        if not retry:
+            return insert(created_event)
         try:
             return insert(created_event)
         except DatabaseError:

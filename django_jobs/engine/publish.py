@@ -4,13 +4,14 @@
 ``serialize.event_text``, the operator's JSON that the live streams send. Every event goes
 through it, ``job.created`` included:
 
-- ``job.created`` is stored with its job: in an enqueue that runs its own transaction, the
-  store's insert writes the job rows and their event rows together (``Store.insert_with_events``
-  gets ``created_row`` and calls it once it knows the ids), so a client never sees a job's
-  ``job.started`` before its ``job.created``. Inside the caller's ``transaction.atomic()`` the
-  rows are stored just after the caller's commit (``publish_created``), in autocommit: holding
-  the events' write lock (``store/events.py``) until the caller commits would serialize every
-  writer behind it.
+- ``job.created`` is stored with its job: the store's insert writes the job rows and their
+  event rows together (``Store.insert_with_events`` gets ``created_row`` and calls it once it
+  knows the ids), so a client never sees a job's ``job.started`` before its ``job.created``.
+  Inside the caller's ``transaction.atomic()`` PostgreSQL stages the rows, and the caller's
+  commit stores them (``store/staged_events.py``): taking the events' write lock
+  (``store/events.py``) at the insert would hold it until the caller commits, and every
+  writer would wait behind it. SQLite stores them just after the caller's commit
+  (``publish_created``), in a transaction of their own.
 - every other event is stored just after the change it describes has committed, by the
   writer thread (``EventWriter``): ``publish`` copies the job's fields at once (the job object
   changes afterwards) and hands the copy over; the thread makes the rows and stores everything
@@ -49,6 +50,7 @@ from ..serialize import event_text
 from ..signals import event_rows_stored, job_event
 from ..states import JobState
 from ..store import events as store
+from ..store import staged_events
 from ..store.event_rows import NewEvent, StoredEvent
 
 if TYPE_CHECKING:
@@ -163,16 +165,17 @@ def publish_after_commit(event_type: str, job: Job, *, alias: str) -> None:
         transaction.on_commit(lambda: publish(event_type, job), using=alias)
 
 
-def publish_created(jobs: list[Job], *, alias: str, written: list[StoredEvent] | None) -> None:
+def publish_created(jobs: list[Job], *, alias: str, written: Sequence[StoredEvent] | None) -> None:
     """``job.created`` of ``jobs``, once the admitting transaction commits: ``written``, the
-    rows the insert wrote with the jobs, are handed on; without them (``None``: inside the
-    caller's transaction, or the insert could not write them) the rows are stored then, in
-    autocommit. Then ``job_event`` for each job."""
+    rows the insert wrote with the jobs, are handed on; without them (``None``: live events
+    off, or the insert could not write them) the rows are stored then, in autocommit. Then
+    ``job_event`` for each job."""
     if not (_storing or job_event.receivers):
         return
 
     def after_commit() -> None:
         if written is not None:
+            staged_events.settle(written)
             rows_stored(written)
         elif _storing:
             store_now(
@@ -205,8 +208,11 @@ def store_now(alias: str, events: list[Published]) -> None:
 
 
 def rows_stored(rows: Sequence[StoredEvent]) -> None:
-    """``event_rows_stored`` for rows stored and committed (the fleet publisher listens)."""
-    if rows and event_rows_stored.receivers:
+    """``event_rows_stored`` for rows stored and committed (the fleet publisher listens).
+    Rows a commit stored from staging are read only if a receiver looks at them."""
+    if isinstance(rows, list) and not rows:
+        return
+    if event_rows_stored.receivers:
         for receiver, response in event_rows_stored.send_robust(sender=StoredEvent, rows=rows):
             if isinstance(response, Exception):
                 logger.error("An event_rows_stored receiver %r failed", receiver, exc_info=response)

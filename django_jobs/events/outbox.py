@@ -14,15 +14,17 @@ from typing import Any
 
 from ..engine.publish import prune_events, retention, writer
 from ..store.event_rows import StoredEvent
-from .fanout import fleet
+from .fanout import fleet, fleet_transports
 
 __all__ = ["on_rows_stored", "prune_events", "retention", "writer"]
 
 
 def on_rows_stored(sender: Any, *, rows: list[StoredEvent], **kwargs: Any) -> None:
     """The ``event_rows_stored`` receiver: publish the rows to the fleet (when a transport
-    goes through Redis; otherwise nothing), from the publisher's own thread."""
-    fleet.publish(list(rows))
+    goes through Redis; otherwise nothing, and rows a commit stored from staging are not
+    read), from the publisher's own thread."""
+    if fleet_transports():
+        fleet.publish(list(rows))
 
 
 def flush_at_exit() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -22,7 +22,7 @@ from django.db.models import Model, Q
 from .. import clock
 from ..models import Job, JobStep, PrunedCount
 from ..states import ENDED_STATES, EXPIRED_ERROR, LIVE_STATES, JobState, StepState
-from .event_rows import Inserted, MakeRow, StoredEvent
+from .event_rows import Inserted, MakeRow, StoredEvent, chained
 
 TABLE = Job._meta.db_table
 STEP_TABLE = JobStep._meta.db_table
@@ -431,6 +431,12 @@ class Store:
     # True when ``_insert_rows`` returns the inserted jobs in the order of their rows.
     inserts_in_row_order = False
 
+    def stages_created_events(self) -> bool:
+        """True when, inside the caller's transaction, ``_insert_rows`` writes the
+        job.created rows for the commit to store (``staged_events.py``); otherwise they
+        follow the commit."""
+        return False
+
     def insert(self, rows: list[NewJob]) -> list[tuple[Job, bool]]:
         """Insert ``rows``; a row whose live key exists returns that job with ``deduped``.
 
@@ -441,22 +447,24 @@ class Store:
 
     def insert_with_events(
         self, rows: list[NewJob], created: MakeRow | None = None
-    ) -> tuple[list[tuple[Job, bool]], list[StoredEvent]]:
+    ) -> tuple[list[tuple[Job, bool]], Sequence[StoredEvent]]:
         """``insert``, and with ``created`` the ``job.created`` row of each job inserted
         (``created(job)`` makes it, from the job as inserted, id included): written by the
         same statement on PostgreSQL, in the same transaction on SQLite. Returns the results
         and the event rows stored (none for a deduped row). Called in autocommit, the event
-        rows take the events' write lock (``store/events.py``) until the statement ends."""
-        stored: list[StoredEvent] = []
-        return self._insert(rows, created, stored), stored
+        rows take the events' write lock (``store/events.py``) until the statement ends;
+        inside the caller's transaction, PostgreSQL stages them for its commit to store
+        (``store/staged_events.py``), and they are read when first looked at."""
+        parts: list[Sequence[StoredEvent]] = []
+        return self._insert(rows, created, parts), chained(parts)
 
     def _insert(
-        self, rows: list[NewJob], created: MakeRow | None, stored: list[StoredEvent]
+        self, rows: list[NewJob], created: MakeRow | None, stored: list[Sequence[StoredEvent]]
     ) -> list[tuple[Job, bool]]:
         jobs: list[Job] = []
         if rows:
             jobs, events = self._insert_rows(rows, created)
-            stored += events
+            stored.append(events)
         if self.inserts_in_row_order and len(jobs) == len(rows):
             return [(job, False) for job in jobs]  # every row inserted: nothing to match
         inserted = {self._identity(j): j for j in jobs}

@@ -7,10 +7,10 @@ events); ``store.events`` holds the statements on the rows themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from ..models import Job, JobEventRecord
 
@@ -47,5 +47,34 @@ class StoredEvent:
 
 #: Makes a job's ``job.created`` row from the job as inserted (``publish.created_row``).
 MakeRow = Callable[[Job], NewEvent]
-#: The jobs a store's insert wrote, and the event rows it stored with them.
-Inserted = tuple[list[Job], list[StoredEvent]]
+#: The jobs a store's insert wrote, and the event rows it stored (or staged) with them.
+Inserted = tuple[list[Job], Sequence[StoredEvent]]
+
+
+class Chained(Sequence[StoredEvent]):
+    """Event rows written by several inserts, in order, each part read only when looked at
+    (a part may be rows staged for a commit: ``staged_events.StagedRows``)."""
+
+    def __init__(self, parts: list[Sequence[StoredEvent]]) -> None:
+        self.parts = parts
+
+    @property
+    def rows(self) -> list[StoredEvent]:
+        return [row for part in self.parts for row in part]
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    @overload
+    def __getitem__(self, index: int) -> StoredEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StoredEvent]: ...
+    def __getitem__(self, index: int | slice) -> StoredEvent | Sequence[StoredEvent]:
+        return self.rows[index]
+
+
+def chained(parts: list[Sequence[StoredEvent]]) -> Sequence[StoredEvent]:
+    """The rows of ``parts`` as one sequence: a list when every part is one (read nothing)."""
+    if all(isinstance(part, list) for part in parts):
+        return [row for part in parts for row in part]
+    return parts[0] if len(parts) == 1 else Chained(parts)

@@ -38,6 +38,7 @@ from .event_rows import NOTIFY_CHANNEL as EVENTS_CHANNEL
 from .event_rows import TABLE as EVENTS_TABLE
 from .event_rows import WRITE_LOCK as EVENTS_WRITE_LOCK
 from .event_rows import Inserted, MakeRow, NewEvent, StoredEvent
+from .staged_events import STAGED_TABLE, StagedRows, staging_table
 
 CHANNEL = "django_jobs"
 #: A worker's own channel for its jobs' cancels: this prefix and a digest of its worker id
@@ -115,6 +116,7 @@ class JobIds:
 job_ids = JobIds()
 
 _NEXT_ID = f"nextval((SELECT pg_get_serial_sequence('{TABLE}', 'id'))::regclass)"
+_EVENT_IDS = f"(SELECT pg_get_serial_sequence('{EVENTS_TABLE}', 'id'))::regclass"
 _DRAW_IDS = f"SELECT {_NEXT_ID} FROM generate_series(1, %s)"
 
 # An insert's source columns: the job's (one list, base.INSERT_COLUMNS), its id and, with
@@ -135,11 +137,19 @@ _JOB_COLUMNS, _JOB_VALUES = insert_sql(
 )
 
 
+#: How an insert writes its jobs' ``job.created`` rows: not at all, stored in the events table
+#: under the write lock (autocommit), or staged for the caller's commit to store them
+#: (inside the caller's transaction: ``store/staged_events.py``).
+NO_EVENTS, STORE_EVENTS, STAGE_EVENTS = "none", "store", "stage"
+
+
 @functools.cache
-def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool) -> str:
+def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: str) -> str:
     """One statement that inserts the rows and wakes their engines' workers; with ``events``
-    it also stores each inserted job's ``job.created`` row (whose text was made from the job,
-    id included, before it was sent) and draws the ids of the next inserts (``JobIds``).
+    (``STORE_EVENTS``) it also stores each inserted job's ``job.created`` row (whose text was
+    made from the job, id included, before it was sent) and draws the ids of the next inserts
+    (``JobIds``). ``STAGE_EVENTS`` writes the same rows to the staging table instead, without
+    the lock or the events' NOTIFY (its trigger does both at commit).
 
     The ``shared`` columns are parameters sent once; the ``per_row`` ones arrays (``unnest``,
     in binary: psycopg dumps them about ten times faster than as text). A single row sends
@@ -151,7 +161,8 @@ def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool)
     inserted row can be joined back to its source row: RETURNING cannot return the source's
     columns), and it returns each inserted row's ordinal in the source and its id. With
     ``events`` the ids are sent, and it returns a row per job inserted (its id and its event's
-    id) and one per id drawn ahead (NULL and the id).
+    id; staged: the events' newest id so far, below any id its commit draws) and one per id
+    drawn ahead (NULL and the id).
 
     A CTE with a volatile function runs once (it is materialized); the main query joins each
     one's COUNT row only to make it run. The wake-up is empty when nothing was inserted and is
@@ -159,25 +170,37 @@ def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool)
     first event id is drawn: the event INSERT reads the "locked" row before it emits any row.
     Events go in job id order.
     """
+    with_events = events != NO_EVENTS
     sent_once = "".join(f"%s::{_TYPES[name]} AS {name}, " for name in shared)
-    ordinal = "" if events else " WITH ORDINALITY"
+    ordinal = "" if with_events else " WITH ORDINALITY"
     if per_row:
         arrays = ", ".join(f"%b::{_TYPES[name]}[]" for name in per_row)
-        names = ", ".join([*per_row, *([] if events else ["n"])])
+        names = ", ".join([*per_row, *([] if with_events else ["n"])])
         source = f"unnest({arrays}){ordinal} AS u({names})"
     else:
         source = "(VALUES (1::bigint)) AS u(n)"
-    drawn = "" if events else f"{_NEXT_ID} AS id, "
+    drawn = "" if with_events else f"{_NEXT_ID} AS id, "
     sql = (
         f"WITH src AS (SELECT {drawn}{sent_once}u.* FROM {source}), "
         f"ins AS (INSERT INTO {TABLE} AS j (id, {_JOB_COLUMNS}) SELECT u.id, {_JOB_VALUES} "
         "FROM src AS u ON CONFLICT DO NOTHING RETURNING j.id, j.engine), "
         "woken AS (SELECT pg_notify(%s, e.engine) FROM (SELECT DISTINCT engine FROM ins) AS e)"
     )
-    if not events:
+    if not with_events:
         return (
             f"{sql} SELECT src.n, ins.id FROM ins JOIN src ON src.id = ins.id, "
             "(SELECT COUNT(*) FROM woken) AS w"
+        )
+    if events == STAGE_EVENTS:
+        return (
+            f"{sql}, "
+            f"ev AS (INSERT INTO {STAGED_TABLE} (job_id, type, owner, data, created_at) "
+            "SELECT ins.id, %s, src.event_owner, src.event_data, src.created_at "
+            "FROM ins JOIN src ON src.id = ins.id RETURNING job_id), "
+            f"ahead AS ({_DRAW_IDS}) "
+            f"SELECT ev.job_id, COALESCE(pg_sequence_last_value({_EVENT_IDS}), 0) FROM ev, "
+            "(SELECT COUNT(*) FROM woken) AS w "
+            "UNION ALL SELECT NULL, ahead.nextval FROM ahead"
         )
     return (
         f"{sql}, "
@@ -195,10 +218,14 @@ def _insert_sql(shared: tuple[str, ...], per_row: tuple[str, ...], events: bool)
 
 
 def _statement(
-    rows: list[NewJob], created: tuple[list[int], list[NewEvent], int] | None = None
+    rows: list[NewJob],
+    created: tuple[list[int], list[NewEvent], int] | None = None,
+    *,
+    staged: bool = False,
 ) -> tuple[str, list[Any]]:
     """The insert statement for ``rows`` and its parameters (see ``_insert_sql``); with
-    ``created``, the rows' ids, their job.created rows and how many ids to draw ahead."""
+    ``created``, the rows' ids, their job.created rows and how many ids to draw ahead, stored
+    or (``staged``) staged for the commit."""
     source = _SOURCE
     sent: dict[str, list[Any]] = {}  # the values of the columns not on NewJob, row by row
     if created is not None:
@@ -222,9 +249,13 @@ def _statement(
     ]
     params += [sent[name] if name in sent else list(map(_VALUE_OF[name], rows)) for name in per_row]
     params.append(CHANNEL)
-    if created is not None:
-        params += [EVENTS_WRITE_LOCK, events[0].type, EVENTS_CHANNEL, ahead]
-    return _insert_sql(shared_names, per_row, created is not None), params
+    if created is None:
+        return _insert_sql(shared_names, per_row, NO_EVENTS), params
+    if staged:
+        params += [events[0].type, ahead]
+        return _insert_sql(shared_names, per_row, STAGE_EVENTS), params
+    params += [EVENTS_WRITE_LOCK, events[0].type, EVENTS_CHANNEL, ahead]
+    return _insert_sql(shared_names, per_row, STORE_EVENTS), params
 
 
 # A step's first attempt (``Store.insert_steps``), fenced per row: inserted only while the
@@ -363,6 +394,9 @@ class PostgresStore(Store):
     def in_list(self, values: list[Any]) -> tuple[str, list[Any]]:
         return "= ANY(%s)", [list(values)]
 
+    def stages_created_events(self) -> bool:
+        return staging_table.ready(self.alias)
+
     def prepared_cursor(self) -> Any:
         # Server-side binding: the parameters travel apart from the SQL text, so each hot
         # statement has one text, and the engine prepares it on first use (see
@@ -420,11 +454,19 @@ class PostgresStore(Store):
         built = [row.inserted(job_id) for row, job_id in zip(rows, ids, strict=True)]
         jobs = Job.built(self.alias, built)
         events = [created(job) for job in jobs]
-        sql, params = _statement(rows, (ids, events, ahead))
+        # Inside the caller's transaction the rows are staged for its commit to store
+        # (admission passes ``created`` there only when the staging table is ready).
+        staged = self.connection.in_atomic_block
+        sql, params = _statement(rows, (ids, events, ahead), staged=staged)
         with self.prepared_cursor() as cursor:
             cursor.execute(sql, params)
             returned = cursor.fetchall()
         job_ids.add(self.alias, [drawn_id for job_id, drawn_id in returned if job_id is None])
+        if staged:
+            bounds = {job_id: bound for job_id, bound in returned if job_id is not None}
+            inserted = [job for job in jobs if job.pk in bounds]
+            after_id = min(bounds.values(), default=0)
+            return inserted, StagedRows(self.alias, [job.pk for job in inserted], after_id)
         event_ids = {job_id: event_id for job_id, event_id in returned if job_id is not None}
         stored = [
             StoredEvent(event_ids[e.job_id], e.type, e.job_id, e.owner, e.data)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import TestCase, TransactionTestCase, override_settings
 
 from django_jobs import (
@@ -88,8 +88,14 @@ class IdempotencyTests(TestCase):
 class EnqueueManyTests(TestCase):
     def test_one_round_trip_per_batch(self):
         payloads = [{"i": i} for i in range(300)]
-        # One insert (on PostgreSQL it also sends the wake-up notification), no read-back.
-        with self.assertNumQueries(1 + 2):  # + the savepoint and its release
+        # The first batch of a process draws the job ids its job.created texts hold; its
+        # insert draws those of the next batch (PostgreSQL: see store.postgres.JobIds).
+        noop.enqueue_many([{"warm": i} for i in range(300)])
+        # One insert of the jobs and their job.created rows (on PostgreSQL it also sends the
+        # wake-up notification), no read-back. Inside a transaction (this test's) SQLite
+        # takes a savepoint for its statements; PostgreSQL's one statement needs none.
+        extra = 0 if connection.vendor == "postgresql" else 2  # the savepoint, its release
+        with self.assertNumQueries(1 + extra):
             jobs = noop.enqueue_many(payloads)
         assert len(jobs) == 300 and len({j.pk for j in jobs}) == 300
         assert [j.payload for j in jobs] == payloads
