@@ -17,8 +17,10 @@ Each row fires the trigger once; the first firing of a transaction moves every r
 far, the others find their row gone (one index lookup) and return. Rows are moved in job id
 order, as an autocommit insert stores them.
 
-SQLite needs none of this: it runs one writer at a time, so rows written in the caller's
-transaction get their ids in commit order already.
+An insert in the caller's transaction is one statement of it, with no savepoint (see
+``engine/admission.py``), and stages only once the table exists (``StagingTable``: a deploy
+may start the new code before ``migrate``). On SQLite the rows are stored just after the
+caller's commit (``engine/publish.py``, ``publish_created``).
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ class StagedRows(Sequence[StoredEvent]):
     commit stored them: read from the events table when first looked at, after the commit
     (the fleet publisher reads them; without a transport through Redis nobody does, and the
     read is never made). ``after_id`` is the events' newest id when the rows were staged:
-    the ids the commit drew are above it, so the read is a short range of the primary key."""
+    the ids the commit drew are above it (the id sequence hands out values in order, as
+    Django makes it, with a cache of one), so the read is a short range of the primary key."""
 
     def __init__(self, alias: str, job_ids: list[int], after_id: int) -> None:
         self.alias = alias
