@@ -8,8 +8,10 @@ from django.db import migrations
 
 CREATE = [
     "CREATE UNLOGGED TABLE django_jobs_stagedevent ("
-    "job_id bigint PRIMARY KEY, type varchar(32) NOT NULL, owner varchar(64) NULL, "
+    "job_id bigint PRIMARY KEY, tx xid8 NOT NULL DEFAULT pg_current_xact_id(), "
+    "type varchar(32) NOT NULL, owner varchar(64) NULL, "
     "data text NOT NULL, created_at timestamptz NOT NULL)",
+    "CREATE INDEX django_jobs_stagedevent_tx ON django_jobs_stagedevent (tx)",
     """CREATE FUNCTION django_jobs_store_staged_events() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- Moved already, with the other rows of this transaction, by an earlier firing.
@@ -17,10 +19,14 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    -- The ids are drawn under the events' write lock, and the commit follows.
+    -- The ids are drawn under the events' write lock, and the commit follows. This
+    -- transaction's rows are found by the index on tx (pg_current_xact_id() is the
+    -- top-level transaction's, inside a savepoint too): the table's pages hold the dead
+    -- rows of earlier transactions until it is vacuumed.
     PERFORM pg_advisory_xact_lock(3562623836858);
     WITH moved AS (
-        DELETE FROM django_jobs_stagedevent RETURNING type, job_id, owner, data, created_at
+        DELETE FROM django_jobs_stagedevent WHERE tx = pg_current_xact_id()
+        RETURNING type, job_id, owner, data, created_at
     )
     INSERT INTO django_jobs_jobeventrecord (type, job_id, owner, data, created_at)
     SELECT type, job_id, owner, data, created_at FROM moved ORDER BY job_id;

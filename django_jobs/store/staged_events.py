@@ -13,9 +13,11 @@ commit itself, as an autocommit insert of events holds it; ids still follow comm
 
 The staging table is ``UNLOGGED``: its rows live only inside one transaction (inserted by it,
 deleted by its commit), so there is nothing to recover after a crash, and they cost no WAL.
-Each row fires the trigger once; the first firing of a transaction moves every row staged so
-far, the others find their row gone (one index lookup) and return. Rows are moved in job id
-order, as an autocommit insert stores them.
+Each row fires the trigger once; the first firing of a transaction moves every row it staged
+so far (found by the index on the transaction's id: the table's pages hold earlier
+transactions' dead rows until autovacuum comes, and a scan of them grew with every commit),
+the others find their row gone (one lookup of the primary key) and return. Rows are moved in
+job id order, as an autocommit insert stores them.
 
 An insert in the caller's transaction is one statement of it, with no savepoint (see
 ``engine/admission.py``), and stages only once the table exists (``StagingTable``: a deploy
