@@ -51,7 +51,25 @@ MakeRow = Callable[[Job], NewEvent]
 Inserted = tuple[list[Job], Sequence[StoredEvent]]
 
 
-class Chained(Sequence[StoredEvent]):
+class LazyRows(Sequence[StoredEvent]):
+    """Event rows read from the database only when first looked at (``rows``)."""
+
+    @property
+    def rows(self) -> list[StoredEvent]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> StoredEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StoredEvent]: ...
+    def __getitem__(self, index: int | slice) -> StoredEvent | Sequence[StoredEvent]:
+        return self.rows[index]
+
+
+class Chained(LazyRows):
     """Event rows written by several inserts, in order, each part read only when looked at
     (a part may be rows staged for a commit: ``staged_events.StagedRows``)."""
 
@@ -61,16 +79,6 @@ class Chained(Sequence[StoredEvent]):
     @property
     def rows(self) -> list[StoredEvent]:
         return [row for part in self.parts for row in part]
-
-    def __len__(self) -> int:
-        return sum(len(part) for part in self.parts)
-
-    @overload
-    def __getitem__(self, index: int) -> StoredEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[StoredEvent]: ...
-    def __getitem__(self, index: int | slice) -> StoredEvent | Sequence[StoredEvent]:
-        return self.rows[index]
 
 
 def chained(parts: list[Sequence[StoredEvent]]) -> Sequence[StoredEvent]:

@@ -30,11 +30,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import overload
 
 from django.db import connections
 
-from .event_rows import TABLE, StoredEvent
+from .event_rows import TABLE, LazyRows, StoredEvent
 
 #: The staging table, its trigger and the trigger's function (made by migration 0012, whose
 #: text is kept as it was applied).
@@ -84,7 +83,7 @@ class StagingTable:
 staging_table = StagingTable()
 
 
-class StagedRows(Sequence[StoredEvent]):
+class StagedRows(LazyRows):
     """The ``job.created`` rows of jobs inserted inside the caller's transaction, as its
     commit stored them: read from the events table when first looked at, after the commit
     (the fleet publisher reads them; without a transport through Redis nobody does, and the
@@ -111,16 +110,6 @@ class StagedRows(Sequence[StoredEvent]):
         if self._rows is None:
             self._rows = _read(self.alias, self.job_ids, self.after_id) if self.job_ids else []
         return self._rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @overload
-    def __getitem__(self, index: int) -> StoredEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[StoredEvent]: ...
-    def __getitem__(self, index: int | slice) -> StoredEvent | Sequence[StoredEvent]:
-        return self.rows[index]
 
     def __repr__(self) -> str:
         return f"<StagedRows of jobs {self.job_ids} after event {self.after_id}>"

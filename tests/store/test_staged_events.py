@@ -55,7 +55,7 @@ class StagedCreatedTests(TransactionTestCase):
                 job = noop.enqueue({"in": "atomic"})
                 # One statement: no savepoint, no event insert of its own.
                 [insert] = statements(queries)
-                assert insert.startswith("QUERY = \"WITH src AS"), insert
+                assert insert.startswith('QUERY = "WITH src AS'), insert
                 assert not JobEventRecord.objects.filter(job_id=job.pk).exists()
                 inside = statements(queries)
             # After the commit nothing of ours runs (the rows used to be stored then).
