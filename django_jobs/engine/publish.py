@@ -167,9 +167,10 @@ def publish_after_commit(event_type: str, job: Job, *, alias: str) -> None:
 
 def publish_created(jobs: list[Job], *, alias: str, written: Sequence[StoredEvent] | None) -> None:
     """``job.created`` of ``jobs``, once the admitting transaction commits: ``written``, the
-    rows the insert wrote with the jobs, are handed on; without them (``None``: live events
-    off, or the insert could not write them) the rows are stored then, in autocommit. Then
-    ``job_event`` for each job."""
+    rows the insert wrote with the jobs, are handed on; without them (``None``: SQLite inside
+    the caller's transaction, PostgreSQL there before its staging table exists, or the insert
+    could not write them) the rows are stored then, in autocommit. Then ``job_event`` for
+    each job."""
     if not (_storing or job_event.receivers):
         return
 
