@@ -205,6 +205,17 @@ def numbered(sql: str) -> str:
 class ClaimPlanTests(TestCase):
     ENDED = 1_000_000
 
+    @classmethod
+    def setUpClass(cls) -> None:
+        # Every rolled-back test before this one left dead entries in the job table's
+        # partial indexes. A server vacuums them away (autovacuum); with autovacuum off and
+        # enough of them, the claim index looks dearer to the planner than another partial
+        # index and a sort. Vacuumed first, the table is what a running server's would be.
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"VACUUM {Job._meta.db_table}")
+        super().setUpClass()
+
     def setUp(self) -> None:
         skip_unless_postgres()
 
@@ -260,10 +271,14 @@ class ClaimPlanTests(TestCase):
         for name, found in (("custom", custom), ("generic", generic)):
             plan = found if isinstance(found, list) else json.loads(found)
             nodes = plan_nodes(plan[0]["Plan"])
+            # The plan's outline first: a failure's message must name the index it chose.
+            outline = [
+                (n["Node Type"], n.get("Index Name") or n.get("Relation Name")) for n in nodes
+            ]
             assert any(n.get("Index Name") == "django_jobs_claim_idx" for n in nodes), (
                 name,
-                plan,
+                outline,
             )
             assert not any(
                 n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes
-            ), (name, plan)
+            ), (name, outline)
