@@ -12,11 +12,12 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 from django.core.checks import Warning as CheckWarning
 
+from ..checks import JOBS_TAG
 from ..durations import parse_duration
 from ..exceptions import InvalidDuration
 
 
-@register()
+@register(JOBS_TAG)
 def check_live_events(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     messages: list[CheckMessage] = []
     jobs = getattr(settings, "JOBS", None) or {}

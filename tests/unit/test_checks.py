@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import ALL_CHECKS
 from django.test import override_settings
 
 from django_jobs.checks import check_jobs_settings, check_test_clock
@@ -191,3 +193,40 @@ def test_the_test_clock_stops_every_command_with_debug_off(tmp_path):
     )
     assert done.returncode != 0
     assert "django_jobs.E011" in done.stderr
+
+
+# -- the checks runjobs runs as it starts ------------------------------------------------------
+
+
+def worker_check() -> None:
+    """What ``manage.py runjobs`` runs before it starts (``requires_system_checks``)."""
+    from django_jobs.management.commands.runjobs import Command
+
+    command = Command()
+    if command.requires_system_checks == ALL_CHECKS:  # as BaseCommand.execute decides
+        command.check()
+    else:
+        command.check(tags=command.requires_system_checks)
+
+
+@pytest.mark.django_db  # Django's model checks ask the database's features
+def test_runjobs_runs_the_jobs_checks_and_stops_on_their_errors():
+    from django.core.management.base import SystemCheckError
+
+    with override_settings(JOBS={"LEASE": "forever"}):
+        with pytest.raises(SystemCheckError, match=r"django_jobs\.E004"):
+            worker_check()
+    # Tagged, so `manage.py check --tag django_jobs` runs them alone as well.
+    with override_settings(JOBS={"LEASE": "forever"}):
+        found = checks.run_checks(tags=["django_jobs"])
+    assert "django_jobs.E004" in {m.id for m in found}
+
+
+@pytest.mark.django_db  # Django's model checks ask the database's features
+def test_runjobs_leaves_the_web_checks_to_the_web_process():
+    # `manage.py check` loads the project's URLconf (Django's urls checks), here one that
+    # cannot be imported; a worker serves no URL and does not load it, or its views.
+    with override_settings(ROOT_URLCONF="tests.unit.no_such_urlconf"):
+        with pytest.raises(ModuleNotFoundError, match="no_such_urlconf"):
+            call_command("check")
+        worker_check()
