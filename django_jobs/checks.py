@@ -16,17 +16,17 @@ from .durations import parse_duration, parse_rate
 from .exceptions import InvalidDuration
 
 #: The tag of django_jobs' own checks (``manage.py check --tag django_jobs``). A tag, so that
-#: ``runjobs`` can run them with the other checks a worker needs (``WORKER_CHECK_TAGS``):
+#: its commands can run them with the other checks they need (``COMMAND_CHECK_TAGS``):
 #: Django runs an untagged check only when every check runs.
 JOBS_TAG = "django_jobs"
 
-#: The checks ``manage.py runjobs`` runs as it starts: django_jobs' own, and Django's that
-#: concern a process running jobs (models, caches, signals, ...). Left out: those of the web
-#: process (URLs, templates, static files, the admin, deploy security), which load the
-#: project's URLconf and every view in it. Measured: a worker that runs every check starts in
-#: 1.5 s, of which the URL checks took about 0.3 s of CPU (the job API's views, the event
-#: stream's HTTP libraries); ``manage.py check`` still runs them all.
-WORKER_CHECK_TAGS = [
+#: The checks ``manage.py runjobs`` and ``manage.py jobs`` run as they start: django_jobs'
+#: own, and Django's that concern a process serving no URL (models, caches, signals, ...).
+#: Left out: those of the web process (URLs, templates, static files, the admin, deploy
+#: security); the URL checks load the project's URLconf and every view in it. Measured: a
+#: worker that ran every check started in 1.5 s, about 0.3 s of CPU of it the URL checks
+#: (the job API's views, the event stream's HTTP libraries). ``manage.py check`` runs them all.
+COMMAND_CHECK_TAGS = [
     JOBS_TAG,
     Tags.models,
     Tags.compatibility,

@@ -198,11 +198,11 @@ def test_the_test_clock_stops_every_command_with_debug_off(tmp_path):
 # -- the checks runjobs runs as it starts ------------------------------------------------------
 
 
-def worker_check() -> None:
-    """What ``manage.py runjobs`` runs before it starts (``requires_system_checks``)."""
-    from django_jobs.management.commands.runjobs import Command
+def command_check(name: str = "runjobs") -> None:
+    """The checks ``manage.py NAME`` runs before it starts (``requires_system_checks``)."""
+    from django.core.management import load_command_class
 
-    command = Command()
+    command = load_command_class("django_jobs", name)
     if command.requires_system_checks == ALL_CHECKS:  # as BaseCommand.execute decides
         command.check()
     else:
@@ -215,7 +215,7 @@ def test_runjobs_runs_the_jobs_checks_and_stops_on_their_errors():
 
     with override_settings(JOBS={"LEASE": "forever"}):
         with pytest.raises(SystemCheckError, match=r"django_jobs\.E004"):
-            worker_check()
+            command_check()
     # Tagged, so `manage.py check --tag django_jobs` runs them alone as well.
     with override_settings(JOBS={"LEASE": "forever"}):
         found = checks.run_checks(tags=["django_jobs"])
@@ -223,10 +223,11 @@ def test_runjobs_runs_the_jobs_checks_and_stops_on_their_errors():
 
 
 @pytest.mark.django_db  # Django's model checks ask the database's features
-def test_runjobs_leaves_the_web_checks_to_the_web_process():
+@pytest.mark.parametrize("name", ["runjobs", "jobs"])
+def test_the_commands_leave_the_web_checks_to_the_web_process(name):
     # `manage.py check` loads the project's URLconf (Django's urls checks), here one that
     # cannot be imported; a worker serves no URL and does not load it, or its views.
     with override_settings(ROOT_URLCONF="tests.unit.no_such_urlconf"):
         with pytest.raises(ModuleNotFoundError, match="no_such_urlconf"):
             call_command("check")
-        worker_check()
+        command_check(name)

@@ -27,6 +27,7 @@ from django.core.management.base import (
 from django.db import DatabaseError
 
 from ... import cli, clock, operations
+from ...checks import COMMAND_CHECK_TAGS
 from ...cli import render
 from ...cli.drain import drain
 from ...conf import jobs_settings
@@ -90,6 +91,8 @@ class Command(BaseCommand):
         "schedules, wake, prune, enqueue, mcp. Exit status: 0 ok, 2 bad input, 3 not found, "
         "4 refused."
     )
+    # The checks of a process that serves no URL, as runjobs (see checks.py).
+    requires_system_checks = COMMAND_CHECK_TAGS
 
     def add_arguments(self, parser: CommandParser) -> None:
         commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

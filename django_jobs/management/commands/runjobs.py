@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...checks import WORKER_CHECK_TAGS
+from ...checks import COMMAND_CHECK_TAGS
 from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
 from ...engine.worker import Worker
@@ -26,8 +26,8 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 class Command(BaseCommand):
     help = "Run the jobs of one engine until SIGTERM/SIGINT (or, with --burst, until idle)."
-    # The checks of a process that runs jobs, not those of the web process (see checks.py).
-    requires_system_checks = WORKER_CHECK_TAGS
+    # The checks of a process that serves no URL (see checks.py).
+    requires_system_checks = COMMAND_CHECK_TAGS
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--engine", default="default", help="The engine to run.")
