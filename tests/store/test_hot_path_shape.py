@@ -225,9 +225,9 @@ class ClaimPlanTests(TestCase):
     def tearDownClass(cls) -> None:
         super().tearDownClass()
         # The rollback above took the million rows back, but not what ANALYZE wrote in place:
-        # the table's row estimate, which the admin's job list shows instead of a count. The
-        # rows are left dead in the table, as a server's autovacuum would not leave them.
-        # VACUUM ANALYZE removes both. (Deleting the rows in the test's transaction instead
+        # the table's row estimate, which the admin's job list shows instead of a count. And
+        # the rows stay in the table, dead, until a vacuum. VACUUM ANALYZE mends both, as a
+        # server's autovacuum would. (Deleting the rows in the test's transaction instead
         # queued a foreign-key check per row, fired by the test's teardown: 27 s.)
         vacuum_the_job_table("VACUUM ANALYZE")
 

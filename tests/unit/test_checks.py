@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from django.core import checks
-from django.core.management import call_command
-from django.core.management.base import ALL_CHECKS
+from django.core.management import call_command, load_command_class
+from django.core.management.base import ALL_CHECKS, SystemCheckError
 from django.test import override_settings
 
 from django_jobs.checks import check_jobs_settings, check_test_clock
@@ -195,13 +195,11 @@ def test_the_test_clock_stops_every_command_with_debug_off(tmp_path):
     assert "django_jobs.E011" in done.stderr
 
 
-# -- the checks runjobs runs as it starts ------------------------------------------------------
+# -- the checks runjobs and jobs run as they start ---------------------------------------------
 
 
 def command_check(name: str = "runjobs") -> None:
     """The checks ``manage.py NAME`` runs before it starts (``requires_system_checks``)."""
-    from django.core.management import load_command_class
-
     command = load_command_class("django_jobs", name)
     if command.requires_system_checks == ALL_CHECKS:  # as BaseCommand.execute decides
         command.check()
@@ -211,8 +209,6 @@ def command_check(name: str = "runjobs") -> None:
 
 @pytest.mark.django_db  # Django's model checks ask the database's features
 def test_runjobs_runs_the_jobs_checks_and_stops_on_their_errors():
-    from django.core.management.base import SystemCheckError
-
     with override_settings(JOBS={"LEASE": "forever"}):
         with pytest.raises(SystemCheckError, match=r"django_jobs\.E004"):
             command_check()
