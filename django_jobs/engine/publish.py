@@ -19,6 +19,10 @@ through it, ``job.created`` included:
   thousand jobs, costs one insert, not one each, and the publishing thread pays a few
   microseconds per event. A process killed between the change and the write loses that event
   (the job row itself is right; a client that reconnects sees the job's current state).
+- in a worker process (``runjobs``) the worker's keeper thread stores them instead
+  (``EventWriter.keep_by``): each event's row is made where it is published, and the keeper
+  stores what is pending after each batch of outcomes it records, in one statement, with no
+  thread of their own.
 
 Rows that could not be stored (the database is away) go to the writer, which logs, keeps them
 and tries again; the jobs go on. Inside a transaction of the publishing thread (a
@@ -37,7 +41,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -139,7 +143,10 @@ def publish(event_type: str, job: Job, *, line: str | None = None) -> None:
     """Store the event's row (soon, see the module) and send ``job_event`` now; never raises."""
     at = clock.now()
     if _storing:
-        writer.submit(Published(event_type, snapshot(job), at, line))
+        if writer.kept:
+            writer.submit_row(event_type, job, at, line)
+        else:
+            writer.submit(Published(event_type, snapshot(job), at, line))
     announce(event_type, job, at, line=line)
 
 
@@ -239,8 +246,12 @@ def prune_events(older_than: Any = None, *, alias: str | None = None) -> int:
     return store.prune(alias or jobs_settings.DATABASE, clock.now() - keep)
 
 
+Pending = Published | NewEvent
+
+
 class EventWriter:
-    """One thread per process that stores pending events in batches (see the module)."""
+    """One thread per process that stores pending events in batches (see the module); or,
+    while a worker runs, that worker's keeper thread (``keep_by``)."""
 
     def __init__(self) -> None:
         self._reset()
@@ -248,12 +259,48 @@ class EventWriter:
     def _reset(self) -> None:
         self._pid = os.getpid()
         self._cond = threading.Condition()
-        self._pending: list[Published] = []
+        self._pending: list[Pending] = []
         self._busy = False
         self._thread: threading.Thread | None = None
         self._dropped = 0
         self._next_prune = 0.0
         self._failing = False
+        self._retry_at = 0.0
+        # The wake-up calls of the keepers that store this process's events (``keep_by``).
+        self._keepers: list[Callable[[], None]] = []
+
+    @property
+    def kept(self) -> bool:
+        """Does a worker's keeper store this process's events (``keep_by``)?"""
+        return bool(self._keepers) and self._pid == os.getpid()
+
+    def keep_by(self, wake: Callable[[], None]) -> None:
+        """From now on a worker's keeper thread stores the pending events: ``wake`` is called
+        when events arrive, and the keeper calls ``store_pending``.
+
+        Why (measured with py-spy on ``runjobs --burst``, no-op jobs, live events on): the
+        writer thread was a fourth thread contending for the GIL beside the claim loop, the
+        executor and the keeper, and every event paid a copy of its job and a condition
+        notify so that its text could be made on that thread. The keeper already wakes for
+        every batch of outcomes; its ``job.started`` and ``job.succeeded`` rows are made
+        where they are published and stored in one statement per batch, with no thread of
+        their own.
+        """
+        with self._cond:
+            self._keepers.append(wake)
+            pending = bool(self._pending)
+        if pending:
+            wake()
+
+    def kept_no_more(self, wake: Callable[[], None]) -> None:
+        """The keeper of ``wake`` stops storing events; what it could not store goes to the
+        writer thread (which retries until the database is back)."""
+        with self._cond:
+            if wake in self._keepers:
+                self._keepers.remove(wake)
+            if self._pending and not self._keepers and self._thread is None:
+                self._start_thread()
+            self._cond.notify_all()
 
     def submit(self, event: Published) -> None:
         """Store ``event`` soon (at once, inside a transaction of the publishing thread)."""
@@ -264,8 +311,27 @@ class EventWriter:
             return
         self.submit_all([event])
 
-    def submit_all(self, events: list[Published]) -> None:
-        """Store ``events`` soon, from the writer thread."""
+    def submit_row(self, event_type: str, job: Job, at: datetime, line: str | None) -> None:
+        """Where a keeper stores the events (``kept``): the event's row is made now, on the
+        publishing thread (no copy of the job to make it from later)."""
+        try:
+            row = event_row(event_type, job, at, line)
+        except Exception:
+            logger.exception(
+                "Job event %s of job %s cannot be made into JSON; it is dropped.",
+                event_type,
+                job.pk,
+            )
+            return
+        alias = jobs_settings.DATABASE
+        if connections[alias].in_atomic_block:
+            rows = store.insert(alias, [row], ordered=False)
+            transaction.on_commit(lambda: rows_stored(rows), using=alias)
+            return
+        self.submit_all([row])
+
+    def submit_all(self, events: Sequence[Pending]) -> None:
+        """Store ``events`` soon, from the writer thread (or a worker's keeper)."""
         if self._pid != os.getpid():  # forked: the parent's thread and lock are not ours
             self._reset()
         with self._cond:
@@ -274,9 +340,35 @@ class EventWriter:
                 excess = len(self._pending) - MAX_PENDING
                 del self._pending[:excess]
                 self._dropped += excess
-            if self._thread is None:
-                self._start_thread()
-            self._cond.notify_all()
+            keepers = self._keepers
+            if not keepers:
+                if self._thread is None:
+                    self._start_thread()
+                self._cond.notify_all()
+        if keepers:
+            keepers[0]()
+
+    def store_pending(self) -> None:
+        """Store the pending events now, on the calling thread (a worker's keeper): one
+        statement. After a failure the events stay pending and the next call before
+        ``RETRY_AFTER`` has passed does nothing; it never raises or waits."""
+        if time.monotonic() < self._retry_at:
+            return
+        with self._cond:
+            if self._busy or not self._pending:
+                return
+            batch, self._pending = self._pending, []
+            self._busy = True
+        self._report_dropped()
+        try:
+            if not self._store(jobs_settings.DATABASE, batch, wait=False):
+                self._retry_at = time.monotonic() + RETRY_AFTER
+        except Exception:
+            logger.exception("Storing live events failed; they are dropped.")
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
     def _start_thread(self) -> None:
         """Start the writer thread (with ``_cond`` held). When the system refuses a thread
@@ -301,7 +393,7 @@ class EventWriter:
         with self._cond:
             while self._pending or self._busy:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._thread is None:
+                if remaining <= 0 or (self._thread is None and not self._keepers):
                     return False
                 self._cond.notify_all()
                 self._cond.wait(remaining)
@@ -312,18 +404,15 @@ class EventWriter:
         connected = False
         while True:
             with self._cond:
-                if not self._pending:
+                if not self._pending or self._keepers:
                     self._cond.wait(IDLE_CLOSE if connected else None)
-                batch, self._pending = self._pending, []
-                self._busy = bool(batch)
-                dropped, self._dropped = self._dropped, 0
-            if dropped:
-                logger.error(
-                    "Dropped %d live events: the database was unreachable and more than %d "
-                    "were waiting. Jobs were not affected; clients should reload.",
-                    dropped,
-                    MAX_PENDING,
-                )
+                batch = []
+                # While a keeper stores the events, it alone takes them: two writers could
+                # commit their batches out of order.
+                if not (self._keepers or self._busy):
+                    batch, self._pending = self._pending, []
+                    self._busy = bool(batch)
+            self._report_dropped()
             if not batch:
                 if connected:
                     connections[alias].close()  # idle: hold no connection
@@ -338,10 +427,25 @@ class EventWriter:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _store(self, alias: str, batch: list[Published]) -> bool:
-        """Store ``batch``; True when the connection is open afterwards."""
+    def _report_dropped(self) -> None:
+        with self._cond:
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            logger.error(
+                "Dropped %d live events: the database was unreachable and more than %d "
+                "were waiting. Jobs were not affected; clients should reload.",
+                dropped,
+                MAX_PENDING,
+            )
+
+    def _store(self, alias: str, batch: list[Pending], *, wait: bool = True) -> bool:
+        """Store ``batch``; True when the connection is open afterwards. ``wait``: after a
+        failure, wait ``RETRY_AFTER`` (the writer thread) or return at once (a keeper)."""
         rows: list[NewEvent] = []
         for event in batch:
+            if isinstance(event, NewEvent):
+                rows.append(event)
+                continue
             try:
                 rows.append(event.to_row())
             except Exception:
@@ -353,7 +457,7 @@ class EventWriter:
         try:
             stored = store.insert(alias, rows)
         except Exception:
-            self._failed(alias, batch)
+            self._failed(alias, batch, wait=wait)
             return False
         if self._failing:
             self._failing = False
@@ -362,7 +466,7 @@ class EventWriter:
         self._maybe_prune(alias)
         return True
 
-    def _failed(self, alias: str, batch: list[Published]) -> None:
+    def _failed(self, alias: str, batch: list[Pending], *, wait: bool = True) -> None:
         if not self._failing:
             self._failing = True
             logger.warning(
@@ -379,7 +483,8 @@ class EventWriter:
             logger.debug("Closing the events connection failed", exc_info=True)
         with self._cond:
             self._pending[:0] = batch
-        time.sleep(RETRY_AFTER)
+        if wait:
+            time.sleep(RETRY_AFTER)
 
     def _maybe_prune(self, alias: str) -> None:
         now = time.monotonic()

@@ -45,7 +45,7 @@ from .hooks import call_hooks
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
 from .maintenance import end_expired_jobs, prune_expired, rescue_stale
-from .publish import publish
+from .publish import publish, writer
 from .runner import publish_recorded
 from .scheduler import tick_until
 from .step_writer import LEADERS, StepWriter
@@ -53,6 +53,8 @@ from .step_writer import LEADERS, StepWriter
 logger = logging.getLogger("django_jobs.worker")
 
 _STOP = object()
+#: Put on the keeper's queue when events wait for it to store them (``EventWriter.keep_by``).
+_EVENTS: Any = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
 
 #: What the end line of a job says for each state its attempt left it in.
@@ -186,6 +188,8 @@ class Worker:
         # ``_abandon``): whatever they return later is dropped.
         self.abandoned: set[threading.Thread] = set()
         self.on_idle: Callable[[], None] | None = None
+        # True while an _EVENTS is on the keeper's queue (one is enough).
+        self.events_woken = False
         # The group commit of the executor threads' step rows (``engine.step_writer``);
         # None: each thread writes its own.
         self.step_writer: StepWriter | None = None
@@ -225,6 +229,9 @@ class Worker:
         self._rescue()
         if self.scheduler:
             self._tick_schedules()
+        # The keeper stores this process's live events from now on (one statement per batch
+        # of outcomes, not a thread of their own): see ``EventWriter.keep_by``.
+        writer.keep_by(self._wake_for_events)
         keeper = threading.Thread(target=self._keep, name="jobs-keeper", daemon=True)
         keeper.start()
         if self.concurrency > LEADERS:  # fewer threads than leaders: each writes its own
@@ -576,17 +583,22 @@ class Worker:
                     if first is None:
                         done = True
                     else:
-                        batch.append(first)
+                        if first is not _EVENTS:
+                            batch.append(first)
                         while len(batch) < RECORD_BATCH:
                             item = self.outcomes.get_nowait()
                             if item is None:
                                 done = True
                                 break
-                            batch.append(item)
+                            if item is not _EVENTS:
+                                batch.append(item)
                 except queue.Empty:
                     pass
                 if batch:
                     self._record(batch)
+                # Before taking them: an event published meanwhile puts _EVENTS again.
+                self.events_woken = False
+                writer.store_pending()
                 now = time.monotonic()
                 if now >= next_flush:
                     self._flush_live()
@@ -606,7 +618,14 @@ class Worker:
                     self._prune()
                     next_prune = now + 60.0
         finally:
+            writer.store_pending()  # the last events; what fails goes to the writer thread
+            writer.kept_no_more(self._wake_for_events)
             connections.close_all()
+
+    def _wake_for_events(self) -> None:
+        if not self.events_woken:
+            self.events_woken = True
+            self.outcomes.put(_EVENTS)
 
     def _record(self, batch: list[Outcome]) -> None:
         written = self._retry_db(lambda: self.store.record(batch), forever=True) or []
