@@ -271,8 +271,9 @@ class EventWriter:
 
     @property
     def kept(self) -> bool:
-        """Does a worker's keeper store this process's events (``keep_by``)?"""
-        return bool(self._keepers) and self._pid == os.getpid()
+        """Does a worker's keeper store this process's events (``keep_by``)? (In a forked
+        child it may say so: ``submit_all`` then finds the fork and starts a writer thread.)"""
+        return bool(self._keepers)
 
     def keep_by(self, wake: Callable[[], None]) -> None:
         """From now on a worker's keeper thread stores the pending events: ``wake`` is called

@@ -55,7 +55,7 @@ from django_jobs.events.sse import (
 )
 from django_jobs.events.streams import current_id, replay
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, public_error
+from django_jobs.serialize import TRACEBACK_MARKER, View, job_json, json_instant, public_error
 from django_jobs.signals import EVENT_TYPES
 from django_jobs.states import JobState
 from django_jobs.store.event_rows import StoredEvent
@@ -175,6 +175,19 @@ def test_the_fast_event_text_is_the_encoded_event(event_type, state, fields, pro
     member = encode(event_data(event_type, job, at, line, view=View.MEMBER))
     assert member_text(text) == member
     assert TRACEBACK_MARKER not in (json.loads(member)["job"]["error"] or "")
+
+
+@settings(max_examples=300)
+@given(
+    instants=st.lists(
+        st.datetimes(timezones=st.none() | st.just(UTC) | st.timezones()), min_size=1, max_size=5
+    )
+)
+def test_an_instants_text_is_its_isoformat_each_time(instants):
+    # Twice: the second is the kept text (by identity); an equal instant of another zone, or a
+    # copy, gets its own.
+    for value in [*instants, *instants, *(v.replace() for v in instants)]:
+        assert json_instant(value) == f'"{value.isoformat()}"'
 
 
 @pytest.mark.django_db
