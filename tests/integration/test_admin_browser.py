@@ -26,7 +26,7 @@ from testproject.jobs import count_to_100
 from tests.chromium import FLAGS, chromium_path
 from tests.conftest import ROOT, free_port, wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.browser]
 sync_api = pytest.importorskip("playwright.sync_api")
 
 ARTIFACTS = ROOT / "artifacts" / "admin"

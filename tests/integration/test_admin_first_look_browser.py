@@ -23,7 +23,7 @@ from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
     web,
 )
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.browser]
 
 VIEWPORT = {"width": 1280, "height": 800}
 
