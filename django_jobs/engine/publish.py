@@ -303,11 +303,12 @@ class EventWriter:
                 self._start_thread()
             self._cond.notify_all()
 
-    def submit(self, event: Published) -> None:
+    def submit(self, event: Pending) -> None:
         """Store ``event`` soon (at once, inside a transaction of the publishing thread)."""
         alias = jobs_settings.DATABASE
         if connections[alias].in_atomic_block:
-            rows = store.insert(alias, [event.to_row()], ordered=False)
+            row = event if isinstance(event, NewEvent) else event.to_row()
+            rows = store.insert(alias, [row], ordered=False)
             transaction.on_commit(lambda: rows_stored(rows), using=alias)
             return
         self.submit_all([event])
@@ -324,12 +325,7 @@ class EventWriter:
                 job.pk,
             )
             return
-        alias = jobs_settings.DATABASE
-        if connections[alias].in_atomic_block:
-            rows = store.insert(alias, [row], ordered=False)
-            transaction.on_commit(lambda: rows_stored(rows), using=alias)
-            return
-        self.submit_all([row])
+        self.submit(row)
 
     def submit_all(self, events: Sequence[Pending]) -> None:
         """Store ``events`` soon, from the writer thread (or a worker's keeper)."""
