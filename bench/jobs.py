@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import Callable
 
@@ -15,6 +16,16 @@ KIND = "bench.noop"
 @job(KIND, idempotency_key="payload")
 def noop(ctx: object) -> None:
     return None
+
+
+PICKUP_KIND = "bench.pickup"
+
+
+@job(PICKUP_KIND, idempotency_key="payload")
+def pickup(ctx: object) -> float:
+    """The pickup's job: milliseconds from the payload's ``at`` (the producer's clock reading
+    just before ``enqueue``) to its runner's first line; a no-op otherwise."""
+    return (time.time() - ctx.payload["at"]) * 1000  # type: ignore[attr-defined]
 
 
 @job("bench.async_noop", idempotency_key="payload")

@@ -21,8 +21,9 @@ because every run empties the job table), then measures, each ``--runs`` times:
   where ``ready`` is the moment the worker printed its ready line (Django start-up excluded,
   the worker's own start included);
 - ``pickup``: an idle, already started ``runjobs`` (not burst) while the load generator
-  enqueues ``--pickup-jobs`` jobs ``--pickup-gap`` ms apart; the latency of a job is
-  ``started_at - run_at`` (the executor writes ``started_at`` when the runner is called);
+  enqueues ``--pickup-jobs`` jobs ``--pickup-gap`` ms apart; the latency of a job runs from
+  the generator's clock reading just before ``enqueue`` (in the payload) to the runner's
+  own as it begins (``bench.pickup``), as the peers' pickups are timed;
 - ``drain 3 steps c=1/4/50``, ``drain no-op c=4/50``: jobs of three durable steps that do
   nothing, beside no-ops, drained the same way (a fifth of ``--jobs`` each);
 - ``bare: ...``, ``procrastinate: ...``, ``tasks-db: ...``, ``dbos: ...``: the peers' loops
@@ -431,14 +432,16 @@ def listening() -> bool:
 
 
 def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float, float]:
-    """Latency from enqueue (run_at) to start (started_at) in ms: p50, p95, p99."""
-    from bench.jobs import KIND, noop
+    """Latency from the clock reading before ``enqueue`` to the runner's start, in ms: p50, p95,
+    p99 (each job's runner returns its own, ``bench.jobs.pickup``)."""
+    from bench.jobs import PICKUP_KIND
+    from bench.jobs import pickup as stamp
 
     def succeeded_after(first_id: int) -> int:
         return sql(
             "SELECT COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s "
             "AND state = 'succeeded'",
-            [KIND, first_id],
+            [PICKUP_KIND, first_id],
         )[0][0]
 
     worker = Worker("--concurrency", str(concurrency))
@@ -447,7 +450,7 @@ def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float
         wait_for(listening, 30, "the worker's LISTEN connection")
         # Warm up: the worker's connections, caches and prepared statements.
         for i in range(20):
-            noop.enqueue({"warm": i, "run": tag})
+            stamp.enqueue({"warm": i, "run": tag, "at": time.time()})
             time.sleep(gap)
         wait_for(lambda: succeeded_after(0) >= 20, 30, "the warm-up jobs")
         (first_id,) = sql("SELECT COALESCE(MAX(id), 0) FROM django_jobs_job")[0]
@@ -456,16 +459,13 @@ def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float
             pause = began + i * gap - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-            noop.enqueue({"n": i, "run": tag})
+            stamp.enqueue({"n": i, "run": tag, "at": time.time()})
         wait_for(lambda: succeeded_after(first_id) >= n, 60, "the paced jobs to run")
     finally:
         worker.stop()
-    check_all_succeeded(n, since_id=first_id)
+    check_all_succeeded(n, since_id=first_id, kind=PICKUP_KIND)
     latencies = [
-        (started - due).total_seconds() * 1000
-        for started, due in sql(
-            "SELECT started_at, run_at FROM django_jobs_job WHERE id > %s", [first_id]
-        )
+        float(row[0]) for row in sql("SELECT result FROM django_jobs_job WHERE id > %s", [first_id])
     ]
     return percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
 

@@ -14,9 +14,11 @@
 - ``copy``: ``COPY ... FROM STDIN`` of ``--batch`` rows per statement;
 - ``drain``: rows loaded by COPY, then one thread claims 64 with ``FOR UPDATE SKIP LOCKED``
   on the claim index, marks them succeeded, repeats;
-- ``pickup``: a consumer process LISTENs, claims on each NOTIFY and stamps ``started_at``;
-  this process inserts ``--pickup-jobs`` rows ``--pickup-gap`` ms apart, each with its own
-  ``run_at`` clock reading. Latency = ``started_at - run_at``, as for django_jobs.
+- ``pickup``: a consumer process LISTENs, claims on each NOTIFY and stamps ``started_at``
+  with its clock reading as the claim returns; this process inserts ``--pickup-jobs`` rows
+  ``--pickup-gap`` ms apart, each with its own ``run_at`` clock reading, taken just before
+  the insert. Latency = ``started_at - run_at``: the span django_jobs' and Procrastinate's
+  pickups are timed on (the enqueue call to the job in the consumer's hands).
 
 Every row is a complete ``bench.noop`` job with a unique idempotency key.
 """

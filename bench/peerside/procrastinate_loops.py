@@ -5,16 +5,25 @@
 FIGURE one of ``enqueue`` (one ``defer`` per transaction), ``enqueue-many`` (``batch_defer``
 of ``--batch`` jobs), ``drain`` (jobs deferred in batches, then a worker at ``--concurrency``
 that stops once the queue is empty: jobs / the worker's run), ``pickup`` (an idle worker at
-concurrency 4 with LISTEN/NOTIFY, jobs deferred ``--pickup-gap`` ms apart; latency = the
-job's ``started`` event - its ``deferred`` event, both stamped by the database), ``worker``
-(the pickup's worker process).
+concurrency 4 with LISTEN/NOTIFY, jobs deferred ``--pickup-gap`` ms apart), ``worker`` (the
+pickup's worker process).
+
+The pickup's latency runs from the clock reading just before ``defer()`` is called (sent as
+the task's argument) to the task's own clock reading as it begins, in the worker: the same
+span as django_jobs' (``run_at``, read as ``enqueue`` begins, to ``started_at``, read as the
+executor calls the runner) and the bare loop's. The database's stamps (the job's ``started``
+event - its ``deferred`` event) leave out both ends: the ``defer`` call's Python and its trip
+to the server, and the claim's own statement, its commit and its trip back, and the worker
+handing the job to the task. They are reported too, as ``(database stamps)``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import procrastinate
@@ -30,8 +39,20 @@ def make_app(url: str) -> procrastinate.App:
     def noop(n: int) -> None:
         return None
 
+    @app.task(name="stamp", queue="default")
+    def stamp(n: int, at: float) -> None:
+        """The pickup's job: its latency, from ``at`` (read before ``defer``) to now."""
+        latency = time.time() - at
+        with open(os.environ[PICKUP_OUT], "a") as out:
+            out.write(f"{n} {latency * 1000}\n")
+
     app.noop = noop  # type: ignore[attr-defined]
+    app.stamp = stamp  # type: ignore[attr-defined]
     return app
+
+
+#: The variable naming the file the pickup worker writes each job's latency to.
+PICKUP_OUT = "BENCH_PICKUP_OUT"
 
 
 def prepare(url: str) -> None:
@@ -61,7 +82,15 @@ def defer_in_batches(app: procrastinate.App, n: int, batch: int) -> None:
 
 
 def pickup(url: str, n: int, gap: float) -> dict[str, float]:
-    worker = subprocess.Popen([sys.executable, __file__, "worker", "--url", url])
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "latencies")
+        return _pickup(url, n, gap, out)
+
+
+def _pickup(url: str, n: int, gap: float, out: str) -> dict[str, float]:
+    worker = subprocess.Popen(
+        [sys.executable, __file__, "worker", "--url", url], env={**os.environ, PICKUP_OUT: out}
+    )
     try:
         with connect(url) as conn:
 
@@ -77,8 +106,8 @@ def pickup(url: str, n: int, gap: float) -> dict[str, float]:
             wait_for(listening, 60, "the Procrastinate worker's LISTEN")
         app = make_app(url)
         with app.open():
-            for i in range(20):
-                app.noop.defer(n=i)
+            for i in range(-20, 0):  # warm-up: negative n, left out below
+                app.stamp.defer(n=i, at=time.time())
                 time.sleep(gap)
             wait_for(lambda: count(url, "succeeded") >= 20, 30, "the warm-up jobs")
             with connect(url) as conn:
@@ -88,10 +117,10 @@ def pickup(url: str, n: int, gap: float) -> dict[str, float]:
                 pause = began + i * gap - time.perf_counter()
                 if pause > 0:
                     time.sleep(pause)
-                app.noop.defer(n=i)
+                app.stamp.defer(n=i, at=time.time())
             wait_for(lambda: count(url, "succeeded") >= n + 20, 60, "the paced jobs")
         with connect(url) as conn:
-            latencies = [
+            stamped = [
                 row[0]
                 for row in conn.execute(
                     "SELECT EXTRACT(EPOCH FROM s.at - d.at) * 1000 FROM procrastinate_events d "
@@ -103,11 +132,17 @@ def pickup(url: str, n: int, gap: float) -> dict[str, float]:
     finally:
         worker.terminate()
         worker.wait(30)
-    latencies = [float(value) for value in latencies]
+    with open(out) as lines:
+        latencies = [float(ms) for n, ms in map(str.split, lines) if int(n) >= 0]
+    if len(latencies) != n:
+        raise SystemExit(f"The Procrastinate pickup stamped {len(latencies)} jobs of {n}.")
+    stamped = [float(value) for value in stamped]
     return {
         "procrastinate: pickup p50": percentile(latencies, 50),
         "procrastinate: pickup p95": percentile(latencies, 95),
         "procrastinate: pickup p99": percentile(latencies, 99),
+        "procrastinate: pickup p50 (database stamps)": percentile(stamped, 50),
+        "procrastinate: pickup p99 (database stamps)": percentile(stamped, 99),
     }
 
 
