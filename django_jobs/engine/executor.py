@@ -131,9 +131,13 @@ class Executor:
         self.worker_id = worker_id
         self.inline = inline
 
-    def run(self, job: Job, live: LiveState | None = None) -> Outcome:
+    def run(
+        self, job: Job, live: LiveState | None = None, started: datetime | None = None
+    ) -> Outcome:
+        """Run one attempt of ``job`` to its outcome. ``started``: when the attempt began (see
+        ``begin_attempt``), now if not given."""
         live = live or LiveState(job)
-        started = clock.now()
+        started = started or clock.now()
         if live.cancel_requested:
             # Cancelled while it waited for its turn (in the worker's local queue, or queued
             # again after a request that came as an attempt ended): the runner never starts.

@@ -139,9 +139,13 @@ def store_events(on: bool) -> bool:
     return previous
 
 
-def publish(event_type: str, job: Job, *, line: str | None = None) -> None:
-    """Store the event's row (soon, see the module) and send ``job_event`` now; never raises."""
-    at = clock.now()
+def publish(
+    event_type: str, job: Job, *, line: str | None = None, at: datetime | None = None
+) -> None:
+    """Store the event's row (soon, see the module) and send ``job_event`` now; never raises.
+
+    ``at``: when it happened, if not now (``job.started``: the attempt's ``started_at``)."""
+    at = at or clock.now()
     if _storing:
         if writer.kept:
             writer.submit_row(event_type, job, at, line)

@@ -10,6 +10,7 @@ event of the state the job ended in.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .. import clock
@@ -57,11 +58,11 @@ def run_next(
         return None
     job = claimed[0]
     live = LiveState(job)
-    publish("job.started", job)
+    started = begin_attempt(job)
     if watch is not None:
         watch(job, live)
     try:
-        outcome = executor.run(job, live)
+        outcome = executor.run(job, live, started)
     finally:
         if watch is not None:
             watch(None, None)
@@ -72,6 +73,20 @@ def run_next(
             call_hooks(live.hooks, job, outcome, live.exc)
     job.refresh_from_db(using=store.alias)
     return job
+
+
+def begin_attempt(job: Job) -> datetime:
+    """Stamp the start of ``job``'s attempt on it, publish its ``job.started``, and return the
+    stamp (for ``Executor.run``).
+
+    The stamp is taken as the attempt begins, not at the claim: a worker's prefetched job may
+    wait in its local queue after the claim. So ``job.started`` (its ``at`` and its job's
+    ``started_at``), the recorded outcome and every later event carry the same moment.
+    """
+    started = clock.now()
+    job.started_at = started
+    publish("job.started", job, at=started)
+    return started
 
 
 def publish_recorded(job: Job, outcome: Outcome, live: LiveState) -> None:

@@ -46,7 +46,7 @@ from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
 from .maintenance import end_expired_jobs, prune_expired, rescue_stale
 from .publish import publish, writer
-from .runner import publish_recorded
+from .runner import begin_attempt, publish_recorded
 from .scheduler import tick_until
 from .step_writer import LEADERS, StepWriter
 
@@ -536,14 +536,14 @@ class Worker:
             live = entry[1] if entry is not None else LiveState(job)
             self.running[job.pk] = (job, live)
         live.step_writer = self.step_writer
-        publish("job.started", job)
+        started = begin_attempt(job)
         logged = logger.isEnabledFor(logging.INFO)  # per job: nothing built when it is off
         if logged:
             log_job_started(job, self.worker_id)
         began = time.perf_counter()
         try:
             drop_broken_connections()
-            outcome = self.executor.run(job, live)
+            outcome = self.executor.run(job, live, started)
         finally:
             elapsed = time.perf_counter() - began
             self.avg_duration = (

@@ -1,7 +1,8 @@
 """A worker's live events are stored by its keeper thread (``EventWriter.keep_by``).
 
 In a real ``runjobs`` process: a job's ``job.started`` is stored while it still runs (not with
-its outcome), and every job's events are stored once each, in the order they happened. In this
+its outcome), every job's events are stored once each, in the order they happened, and they
+carry the moment its attempt began, not its claim's (a prefetched job waits after it). In this
 process: events published while a keeper stores them wait for it (no writer thread starts), a
 failed write keeps them for the next call without blocking the keeper, and a keeper that stops
 hands what is left to the writer thread.
@@ -9,6 +10,8 @@ hands what is left to the writer thread.
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,41 @@ def test_a_workers_events_are_stored_as_they_happen_once_each_in_order(spawn, tm
     )
     for job_id in ids:
         assert event_types(job_id) == ["job.created", "job.started", "job.succeeded"], job_id
+    worker.popen.terminate()
+    assert worker.wait(30) == 0, worker.output()
+
+
+def event_data(job_id: int, event_type: str) -> dict:
+    return json.loads(JobEventRecord.objects.get(job_id=job_id, type=event_type).data)
+
+
+def test_a_prefetched_jobs_events_carry_the_moment_its_attempt_began_not_its_claim(
+    spawn, tmp_path: Path
+):
+    marker = tmp_path / "release"
+    held = slow.enqueue({"until": str(marker), "seconds": 60})
+    worker = spawn("runjobs", "--concurrency", "1")
+    worker.wait_for_output("ready")
+    wait_until(lambda: "job.started" in event_types(held.pk), timeout=30)
+
+    # The one slot is busy: the worker claims the next job into its local queue, where it
+    # waits, "running" since its claim, until the slot is free.
+    waiting = record.enqueue({"n": "prefetched"})
+    wait_until(lambda: Job.objects.get(pk=waiting.pk).state == "running", timeout=30)
+    claimed_at = Job.objects.get(pk=waiting.pk).started_at
+    assert event_types(waiting.pk) == ["job.created"]
+    marker.touch()
+    everything = ["job.created", "job.started", "job.succeeded"]
+    wait_until(lambda: event_types(waiting.pk) == everything, timeout=60)
+
+    started, ended = event_data(waiting.pk, "job.started"), event_data(waiting.pk, "job.succeeded")
+    began = datetime.fromisoformat(started["job"]["started_at"])
+    assert began == Job.objects.get(pk=waiting.pk).started_at  # as recorded with its outcome
+    assert datetime.fromisoformat(started["at"]) == began
+    assert ended["job"]["started_at"] == started["job"]["started_at"]
+    # It began once the slot was free, after its claim.
+    assert began > claimed_at
+    assert began >= Job.objects.get(pk=held.pk).ended_at
     worker.popen.terminate()
     assert worker.wait(30) == 0, worker.output()
 
