@@ -13,7 +13,8 @@ model has gets a value the model wrote. Then, beside them:
 - ``drain``: ``--jobs`` no-op jobs enqueued in batches of 1,000 and drained by one
   ``runjobs --burst --concurrency 4``; rate = jobs / (last ``ended_at`` - ready line);
 - ``pickup``: an idle worker while ``--pickup-jobs`` jobs are enqueued 10 ms apart; latency =
-  ``started_at - run_at`` (p50, p95, p99);
+  from the clock reading before ``enqueue`` to the runner's first line (``bench.run.pickup``;
+  p50, p95, p99);
 - ``claim index``: the size of the partial claim index, which holds only queued and waiting
   rows, whatever the ended rows number; beside it the table's with all its indexes;
 - ``prune``: ``retention.prune("1h")`` (what ``manage.py jobs prune --older-than 1h`` runs)
