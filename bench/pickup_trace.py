@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.run import DEFAULT_URL, listening, prepare_database, reset, sql, wait_for
+from bench.run import DEFAULT_URL, listening, paced_pickups, prepare_database, reset, sql, wait_for
 
 STEPS = (
     "enqueue, before its statement",
@@ -160,9 +160,6 @@ def worker_main(out: str) -> None:
 
 def trace(jobs: int, gap: float) -> dict[str, float]:
     """Run the traced worker and ``jobs`` paced jobs; each step's p50 in ms."""
-    from bench.jobs import PICKUP_KIND
-    from bench.jobs import pickup as stamp
-
     inserts: list[tuple[float, float]] = []
 
     def timed(original: Any) -> Any:
@@ -181,31 +178,12 @@ def trace(jobs: int, gap: float) -> dict[str, float]:
         worker = subprocess.Popen([sys.executable, "-m", "bench.pickup_trace", "--worker", out])
         try:
             wait_for(listening, 60, "the traced worker's LISTEN connection")
-            for i in range(20):  # warm-up, as the pickup figure's
-                stamp.enqueue({"warm": i, "at": time.time()})
-                time.sleep(gap)
-            (first_id,) = sql("SELECT COALESCE(MAX(id), 0) FROM django_jobs_job")[0]
             sent: dict[int, tuple[float, float, float]] = {}
-            began = time.perf_counter()
-            for i in range(jobs):
-                pause = began + i * gap - time.perf_counter()
-                if pause > 0:
-                    time.sleep(pause)
-                at = time.time()
-                job = stamp.enqueue({"n": i, "at": at})
+
+            def note(job: Any, at: float) -> None:
                 sent[job.pk] = (at, *inserts[-1])
 
-            def all_ran() -> bool:
-                return (
-                    sql(
-                        "SELECT COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s "
-                        "AND state = 'succeeded'",
-                        [PICKUP_KIND, first_id],
-                    )[0][0]
-                    >= jobs
-                )
-
-            wait_for(all_ran, 60, "the paced jobs to run")
+            first_id = paced_pickups(jobs, gap, "trace", note)
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait(60)

@@ -431,36 +431,59 @@ def listening() -> bool:
     )
 
 
+#: Pickup jobs run before the timed ones: the worker's connections, caches and prepared
+#: statements are warm when timing begins.
+PICKUP_WARM_UP = 20
+
+
+def pickups_succeeded(after_id: int) -> int:
+    """How many ``bench.pickup`` jobs with an id above ``after_id`` have succeeded."""
+    from bench.jobs import PICKUP_KIND
+
+    return sql(
+        "SELECT COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s AND state = 'succeeded'",
+        [PICKUP_KIND, after_id],
+    )[0][0]
+
+
+def paced_pickups(
+    n: int, gap: float, tag: str, on_enqueued: Callable[[Any, float], None] | None = None
+) -> int:
+    """Warm the listening worker up, then enqueue ``n`` ``bench.pickup`` jobs ``gap`` s apart
+    (paced from one start, so a slow enqueue does not push the later ones back) and wait until
+    they have run. Each job carries the clock reading just before its ``enqueue`` (``at``),
+    also given to ``on_enqueued(job, at)``. Returns the largest job id before the paced ones.
+    The pickup figure and ``bench.pickup_trace`` both time jobs sent this way."""
+    from bench.jobs import pickup as stamp
+
+    for i in range(PICKUP_WARM_UP):
+        stamp.enqueue({"warm": i, "run": tag, "at": time.time()})
+        time.sleep(gap)
+    wait_for(lambda: pickups_succeeded(0) >= PICKUP_WARM_UP, 30, "the warm-up jobs")
+    (first_id,) = sql("SELECT COALESCE(MAX(id), 0) FROM django_jobs_job")[0]
+    began = time.perf_counter()
+    for i in range(n):
+        pause = began + i * gap - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        at = time.time()
+        job = stamp.enqueue({"n": i, "run": tag, "at": at})
+        if on_enqueued is not None:
+            on_enqueued(job, at)
+    wait_for(lambda: pickups_succeeded(first_id) >= n, 60, "the paced jobs to run")
+    return first_id
+
+
 def pickup(n: int, gap: float, concurrency: int, tag: str) -> tuple[float, float, float]:
     """Latency from the clock reading before ``enqueue`` to the runner's start, in ms: p50, p95,
     p99 (each job's runner returns its own, ``bench.jobs.pickup``)."""
     from bench.jobs import PICKUP_KIND
-    from bench.jobs import pickup as stamp
-
-    def succeeded_after(first_id: int) -> int:
-        return sql(
-            "SELECT COUNT(*) FROM django_jobs_job WHERE kind = %s AND id > %s "
-            "AND state = 'succeeded'",
-            [PICKUP_KIND, first_id],
-        )[0][0]
 
     worker = Worker("--concurrency", str(concurrency))
     try:
         worker.wait_ready()
         wait_for(listening, 30, "the worker's LISTEN connection")
-        # Warm up: the worker's connections, caches and prepared statements.
-        for i in range(20):
-            stamp.enqueue({"warm": i, "run": tag, "at": time.time()})
-            time.sleep(gap)
-        wait_for(lambda: succeeded_after(0) >= 20, 30, "the warm-up jobs")
-        (first_id,) = sql("SELECT COALESCE(MAX(id), 0) FROM django_jobs_job")[0]
-        began = time.perf_counter()
-        for i in range(n):
-            pause = began + i * gap - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-            stamp.enqueue({"n": i, "run": tag, "at": time.time()})
-        wait_for(lambda: succeeded_after(first_id) >= n, 60, "the paced jobs to run")
+        first_id = paced_pickups(n, gap, tag)
     finally:
         worker.stop()
     check_all_succeeded(n, since_id=first_id, kind=PICKUP_KIND)
