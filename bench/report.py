@@ -70,6 +70,19 @@ class Comparison:
             return None
         return ratio >= self.goal if self.at_least else ratio <= self.goal
 
+    def ratio_text(self, ratio: float) -> str:
+        """The ratio to two decimals, or to as many more (up to six) as it takes to tell it
+        from the goal: a steps ratio of 0.29999 printed as "0.30" beside "≥ 0.30  NO" reads
+        as a wrong verdict."""
+        text = f"{ratio:.2f}"
+        if self.goal is None:
+            return text
+        for digits in range(2, 7):
+            text = f"{ratio:.{digits}f}"
+            if text != f"{self.goal:.{digits}f}" or ratio == self.goal:
+                break
+        return text
+
 
 COMPARISONS: tuple[Comparison, ...] = (
     Comparison("enqueue", "procrastinate: enqueue", 2.0),
@@ -163,7 +176,7 @@ def side_by_side(runs: Runs, comparisons: tuple[Comparison, ...] = COMPARISONS) 
             met = "yes" if c.met(ratio) else "NO"
         lines.append(
             f"{c.figure:<26}{fmt(mine, unit(c.figure)):>10}  {c.peer:<28}"
-            f"{fmt(theirs, unit(c.peer)):>10}{ratio:>8.2f}{goal:>9}  {met}"
+            f"{fmt(theirs, unit(c.peer)):>10}{c.ratio_text(ratio):>8}{goal:>9}  {met}"
         )
     return "\n".join(lines)
 

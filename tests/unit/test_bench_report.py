@@ -121,6 +121,18 @@ def test_three_steps_beside_dbos_are_judged_at_each_concurrency():
     assert next(line for line in lines if "dbos: 3 steps c=1" in line).endswith("yes")
 
 
+def test_a_ratio_that_rounds_onto_its_goal_is_printed_with_the_digits_that_decide_it():
+    steps = Comparison("drain 3 steps c=50", "drain no-op c=50", 0.3)
+    assert steps.ratio_text(0.299994) == "0.29999"  # not "0.30" beside "NO"
+    assert steps.ratio_text(0.3004) == "0.3004"
+    assert steps.ratio_text(0.3) == "0.30"  # on the goal exactly: met, nothing to tell apart
+    assert steps.ratio_text(0.2844) == "0.28"
+    assert Comparison("enqueue", "tasks-db: enqueue").ratio_text(1.0049) == "1.00"  # no goal
+    runs = {"drain no-op c=50": [5_949.0], "drain 3 steps c=50": [1_784.6]}
+    row = side_by_side(runs).splitlines()[2]
+    assert row.split()[-4:] == ["0.29998", "≥", "0.30", "NO"]
+
+
 def test_a_kill_check_count_is_bounded_by_its_largest_run():
     runs = {
         "stepskill: django_jobs re-run after stored (n)": [0.0, 0.0, 0.0],
