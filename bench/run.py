@@ -146,11 +146,27 @@ def claim_due(store: Any, worker_id: str, limit: int) -> list[Any]:
     return store.claim(Claim(**fields))
 
 
+def forget_ids_in_hand() -> None:
+    """The ids this process's engine drew ahead came from the sequence ``reset`` restarts: an
+    enqueue within seconds of it would insert one of them again (an engine from before ids
+    were drawn ahead, ``--against`` it, has none)."""
+    try:
+        from django_jobs.store.postgres import job_ids
+    except ImportError:
+        return
+    forget = getattr(job_ids, "forget", None)
+    if forget is not None:
+        forget()
+    elif hasattr(job_ids, "_held"):
+        job_ids._held.clear()
+
+
 def reset() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE django_jobs_job RESTART IDENTITY CASCADE")
+        forget_ids_in_hand()
         cursor.execute("VACUUM ANALYZE django_jobs_job")
         # The staging table of job.created rows enqueued inside a transaction (PostgreSQL,
         # an engine with migration 0012) holds only dead rows between transactions, which

@@ -112,6 +112,12 @@ class JobIds:
         with self._lock:
             return [job_id for _, job_id in self._in_hand(alias)]
 
+    def forget(self) -> None:
+        """Drop every id in hand: for a sequence restarted under this process (``TRUNCATE ...
+        RESTART IDENTITY``, as the benchmark empties the table), whose ids would come again."""
+        with self._lock:
+            self._held.clear()
+
 
 job_ids = JobIds()
 

@@ -97,6 +97,18 @@ class IdsDrawnAheadTests(TransactionTestCase):
         assert late.pk not in in_hand
         created_rows_match([kept, late])
 
+    def test_forgotten_ids_are_drawn_again_from_a_restarted_sequence(self):
+        noop.enqueue({"n": 0})
+        assert self.held()
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE django_jobs_job RESTART IDENTITY CASCADE")
+        self.ids.forget()
+        assert self.held() == []
+        with self.assertNumQueries(2):  # nothing in hand: the ids, then the insert
+            first = noop.enqueue({"n": 1})
+        assert first.pk == 1
+        created_rows_match([first, noop.enqueue({"n": 2})])
+
     def test_an_id_in_hand_that_a_row_already_has_is_replaced(self):
         noop.enqueue({"n": 0})
         taken = self.held()[0]
