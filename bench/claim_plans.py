@@ -46,7 +46,7 @@ from bench.growth import (  # noqa: E402 - needs the root on sys.path first
     reset_noops,
     sql_autocommit,
 )
-from bench.run import DEFAULT_URL, prepare_database, reset  # noqa: E402
+from bench.run import DEFAULT_URL, percentile, prepare_database, reset  # noqa: E402
 
 #: Each way's session setting and whether psycopg prepares the statement.
 WAYS: dict[str, tuple[str | None, bool]] = {
@@ -110,11 +110,6 @@ def latencies(url: str, way: str, claims: int, gap: float, tag: str) -> list[flo
     return found
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 def kept_plan(url: str, queued: int, tag: str) -> dict[str, float]:
     """Claims on the generic plan made before ``queued`` jobs arrived, and planned ones."""
     from bench.run import enqueue_in_batches
@@ -146,7 +141,7 @@ def measure(
     for run in range(runs):
         for way in WAYS:
             found = latencies(os.environ["DATABASE_URL"], way, claims, gap, f"{ended}-{run}-{way}")
-            by_way[way].append((statistics.median(found), percentile(found, 0.9)))
+            by_way[way].append((statistics.median(found), percentile(found, 90)))
         log(
             f"  run {run + 1}: "
             + ", ".join(f"{way} {by_way[way][-1][0]:.3f}" for way in WAYS)

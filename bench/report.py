@@ -74,9 +74,8 @@ class Comparison:
         """The ratio to two decimals, or to as many more (up to six) as it takes to tell it
         from the goal: a steps ratio of 0.29999 printed as "0.30" beside "≥ 0.30  NO" reads
         as a wrong verdict."""
-        text = f"{ratio:.2f}"
         if self.goal is None:
-            return text
+            return f"{ratio:.2f}"
         for digits in range(2, 7):
             text = f"{ratio:.{digits}f}"
             if text != f"{self.goal:.{digits}f}" or ratio == self.goal:

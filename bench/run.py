@@ -148,8 +148,8 @@ def claim_due(store: Any, worker_id: str, limit: int) -> list[Any]:
 
 def forget_ids_in_hand() -> None:
     """The ids this process's engine drew ahead came from the sequence ``reset`` restarts: an
-    enqueue within seconds of it would insert one of them again (an engine from before ids
-    were drawn ahead, ``--against`` it, has none)."""
+    enqueue within seconds of it would insert one of them again. (An engine of an older
+    revision, ``--against`` it, may have no ids drawn ahead or no ``forget``.)"""
     try:
         from django_jobs.store.postgres import job_ids
     except ImportError:
@@ -157,8 +157,6 @@ def forget_ids_in_hand() -> None:
     forget = getattr(job_ids, "forget", None)
     if forget is not None:
         forget()
-    elif hasattr(job_ids, "_held"):
-        job_ids._held.clear()
 
 
 def reset() -> None:
