@@ -124,13 +124,19 @@ class Job(models.Model):
             ),
         ]
         constraints = [
-            # One live job per (kind, owner, key): the idempotency guarantee.
+            # One live job per (kind, owner, key): the idempotency guarantee. A job without a
+            # key gets no entry: keys that are NULL never conflict in a unique index anyway.
+            # The key in the condition also keeps the claim off this index: a claim, which
+            # names no key, cannot imply it. Without it, a claim planned while the
+            # statistics counted no live job chose a full scan of this index and a sort over
+            # the claim index (tests/store/test_hot_path_shape.py), a plan that reads every
+            # live job on each claim once the queue fills.
             models.UniqueConstraint(
                 models.F("kind"),
                 Coalesce(models.F("owner"), models.Value(0)),
                 models.F("idempotency_key"),
                 name="django_jobs_live_key_uniq",
-                condition=models.Q(state__in=LIVE_STATES),
+                condition=models.Q(state__in=LIVE_STATES, idempotency_key__isnull=False),
             ),
         ]
 
