@@ -5,7 +5,8 @@
   savepoint, a separate ``pg_notify`` or event insert, or a prepare done on every call would
   all show.
 - the claim uses the partial claim index with a million ended rows in the table, as a
-  custom plan and as the generic plan a prepared statement may switch to.
+  custom plan and as the generic plan a prepared statement may switch to; and it can never
+  plan a scan of the idempotency index, the other partial index that holds live jobs.
 """
 
 from __future__ import annotations
@@ -236,6 +237,45 @@ def index_sizes() -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+def insert_ended_jobs(count: int) -> None:
+    """``count`` ended jobs, a tenth failed, then ``ANALYZE``: the statistics count them and
+    no live job."""
+    table = Job._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (kind, queue, engine, state, priority, attempts, "
+            "max_attempts, log, version, cancel_requested, wake_requested, run_at, "
+            "created_at, started_at, ended_at, timestamps_derived) "
+            "SELECT 'old.job', 'default', 'default', "
+            "CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END, 0, 1, 1, '[]', '', "
+            "false, false, t, t, t, t, false "
+            "FROM generate_series(1, %s) AS g, "
+            "LATERAL (SELECT now() - g * interval '1 second' AS t) AS at",
+            [count],
+        )
+        cursor.execute(f"ANALYZE {table}")
+
+
+def the_claim_as_sent() -> tuple[str, list[Any]]:
+    """Claim the due jobs; return the claim statement as the store sent it."""
+    sent: list[tuple[str, list[Any]]] = []
+
+    def capture(execute, sql, params, many, context):
+        sent.append((sql, list(params)))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        claimed = claim("w", limit=64, now=clock.now())
+    assert claimed
+    [(sql, params)] = [(s, p) for s, p in sent if "FOR UPDATE SKIP LOCKED" in s]
+    return sql, params
+
+
+def explain(cursor: Any, sql: str, params: list[Any]) -> Any:
+    cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+    return cursor.fetchone()[0]
+
+
 class ClaimPlanTests(TestCase):
     ENDED = 1_000_000
 
@@ -271,37 +311,12 @@ class ClaimPlanTests(TestCase):
     @pytest.mark.planner
     def test_the_claim_uses_the_claim_index_with_a_million_ended_rows(self):
         table = Job._meta.db_table
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} (kind, queue, engine, state, priority, attempts, "
-                "max_attempts, log, version, cancel_requested, wake_requested, run_at, "
-                "created_at, started_at, ended_at, timestamps_derived) "
-                "SELECT 'old.job', 'default', 'default', "
-                "CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END, 0, 1, 1, '[]', '', "
-                "false, false, t, t, t, t, false "
-                "FROM generate_series(1, %s) AS g, "
-                "LATERAL (SELECT now() - g * interval '1 second' AS t) AS at",
-                [self.ENDED],
-            )
-            cursor.execute(f"ANALYZE {table}")
+        insert_ended_jobs(self.ENDED)
         noop.enqueue_many([{"due": i} for i in range(20)])
-
-        # The store's own statement, as it sends it.
-        sent: list[tuple[str, list[Any]]] = []
-
-        def capture(execute, sql, params, many, context):
-            sent.append((sql, list(params)))
-            return execute(sql, params, many, context)
-
-        now = clock.now()
-        with connection.execute_wrapper(capture):
-            claimed = claim("w", limit=64, now=now)
-        assert len(claimed) == 20
-        [(sql, params)] = [(s, p) for s, p in sent if "FOR UPDATE SKIP LOCKED" in s]
+        sql, params = the_claim_as_sent()
 
         with connection.cursor() as cursor:
-            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-            custom = cursor.fetchone()[0]
+            custom = explain(cursor, sql, params)
             cursor.execute(f"PREPARE claim_plan_probe AS {numbered(sql)}")
             cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
             marks = ", ".join(["%s"] * len(params))
@@ -324,3 +339,22 @@ class ClaimPlanTests(TestCase):
             assert not any(
                 n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes
             ), (name, outline)
+
+    @pytest.mark.planner
+    def test_the_claim_never_plans_a_scan_of_the_idempotency_index(self):
+        """The one partial index a claim may use is the claim index. With it out of the
+        way (dropped in this test's transaction), the statistics counting no live job and
+        every due job holding a key, the claim still does not turn to the idempotency index
+        (a full scan of every live job and a sort): its condition needs a key, which a
+        claim never names."""
+        insert_ended_jobs(20_000)
+        noop.enqueue_many([{"due": i} for i in range(20)])
+        assert all(job.idempotency_key for job in Job.objects.filter(state="queued"))
+        with connection.cursor() as cursor:
+            cursor.execute("DROP INDEX django_jobs_claim_idx")
+        sql, params = the_claim_as_sent()
+        with connection.cursor() as cursor:
+            found = explain(cursor, sql, params)
+        plan = found if isinstance(found, list) else json.loads(found)
+        used = {n.get("Index Name") for n in plan_nodes(plan[0]["Plan"])} - {None}
+        assert "django_jobs_live_key_uniq" not in used, used
