@@ -242,8 +242,9 @@ def insert_ended_jobs(count: int) -> None:
         cursor.execute(f"ANALYZE {table}")
 
 
-def the_claim_as_sent() -> tuple[str, list[Any]]:
-    """Claim the due jobs; return the claim statement as the store sent it."""
+def the_claim_as_sent() -> tuple[str, list[Any], int]:
+    """Claim the due jobs; return the claim statement as the store sent it, and how many
+    jobs it claimed."""
     sent: list[tuple[str, list[Any]]] = []
 
     def capture(execute, sql, params, many, context):
@@ -252,9 +253,8 @@ def the_claim_as_sent() -> tuple[str, list[Any]]:
 
     with connection.execute_wrapper(capture):
         claimed = claim("w", limit=64, now=clock.now())
-    assert claimed
     [(sql, params)] = [(s, p) for s, p in sent if "FOR UPDATE SKIP LOCKED" in s]
-    return sql, params
+    return sql, params, len(claimed)
 
 
 def explain(cursor: Any, sql: str, params: list[Any]) -> Any:
@@ -295,7 +295,8 @@ class ClaimPlanTests(TestCase):
         table = Job._meta.db_table
         insert_ended_jobs(self.ENDED)
         noop.enqueue_many([{"due": i} for i in range(20)])
-        sql, params = the_claim_as_sent()
+        sql, params, claimed = the_claim_as_sent()
+        assert claimed == 20
 
         with connection.cursor() as cursor:
             custom = explain(cursor, sql, params)
@@ -334,7 +335,8 @@ class ClaimPlanTests(TestCase):
         assert all(job.idempotency_key for job in Job.objects.filter(state="queued"))
         with connection.cursor() as cursor:
             cursor.execute("DROP INDEX django_jobs_claim_idx")
-        sql, params = the_claim_as_sent()
+        sql, params, claimed = the_claim_as_sent()
+        assert claimed == 20
         with connection.cursor() as cursor:
             found = explain(cursor, sql, params)
         plan = found if isinstance(found, list) else json.loads(found)
