@@ -16,6 +16,7 @@ from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCur
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.models import Model
 from psycopg.pq import Format
+from psycopg.types.numeric import Int8
 
 from ..models import Job
 from ..states import ENDED_STATES
@@ -237,7 +238,11 @@ def _statement(
     if created is not None:
         ids, events, ahead = created
         sent = {
-            "id": ids,
+            # Sent as bigint whatever their size: psycopg would send a small int as int2 or
+            # int4, and keeps a prepared statement per (text, parameter types), so ids
+            # growing past 2**15 and 2**31 would each prepare the insert again, with a round
+            # trip of its own.
+            "id": [Int8(job_id) for job_id in ids],
             "event_owner": [e.owner for e in events],
             "event_data": [e.data for e in events],
         }

@@ -26,6 +26,7 @@ from django_jobs import clock
 from django_jobs.events.outbox import writer
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.store import Claim, get_store
+from django_jobs.store.postgres import job_ids
 from testproject.jobs import noop
 from tests.conftest import claim
 
@@ -49,6 +50,25 @@ def round_trips(action: Any) -> int:
             pgconn.untrace()
         lines = Path(trace.name).read_text().splitlines()
     return sum(1 for line in lines if re.match(r"B\t\d+\tReadyForQuery", line))
+
+
+def job_id_sequence() -> tuple[int, bool]:
+    """The job id sequence's state: its last value, and whether that value was drawn."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence('django_jobs_job', 'id')")
+        name = cursor.fetchone()[0]
+        cursor.execute(f"SELECT last_value, is_called FROM {name}")
+        return cursor.fetchone()
+
+
+def set_job_id_sequence(last_value: int, is_called: bool) -> None:
+    """Set the job id sequence, and drop the ids this process drew ahead from it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT setval(pg_get_serial_sequence('django_jobs_job', 'id'), %s, %s)",
+            [last_value, is_called],
+        )
+    job_ids.forget()
 
 
 class EnqueueRoundTripTests(TransactionTestCase):
@@ -86,6 +106,27 @@ class EnqueueRoundTripTests(TransactionTestCase):
         for i in range(8):
             noop.enqueue({"warm": i})
         assert round_trips(lambda: [noop.enqueue({"n": n}) for n in range(10)]) == 10
+
+    def test_still_one_round_trip_as_the_ids_outgrow_int2_and_int4(self):
+        # psycopg sends a Python int as the smallest integer type that holds it, and keeps a
+        # prepared statement per (text, parameter types): an id that outgrows one would make
+        # the same enqueue a new statement, prepared with a round trip of its own.
+        self.addCleanup(set_job_id_sequence, *job_id_sequence())
+        for bound in (2**15, 2**31):
+            with self.subTest(bound=bound):
+                self.ten_enqueues_up_to(bound)
+
+    def ten_enqueues_up_to(self, bound: int) -> None:
+        connection.close()  # a new connection: nothing prepared yet
+        set_job_id_sequence(bound - 13, True)
+        # The first draws 9 ids (bound - 12 ...), each next one draws one ahead: the tenth of
+        # the measured enqueues gets the id ``bound``, the first that needs a wider type.
+        # (A payload of its own for each bound: the kind's jobs are deduplicated by payload.)
+        warm = [noop.enqueue({"warm": i, "bound": bound}) for i in range(3)]
+        jobs: list[Job] = []
+        ten = lambda: jobs.extend(noop.enqueue({"n": n, "bound": bound}) for n in range(10))  # noqa: E731
+        assert round_trips(ten) == 10
+        assert [job.pk for job in warm + jobs] == list(range(bound - 12, bound + 1))
 
 
 class EnginePreparesTests(TransactionTestCase):
