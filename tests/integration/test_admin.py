@@ -25,6 +25,7 @@ from django_jobs.models import Job, JobStep, Schedule
 from django_jobs.observability.stats import throughput
 from django_jobs.testing import fire_schedules
 from testproject.jobs import noop
+from tests.conftest import analyze_as_autovacuum_would
 
 ADMIN = "/admin/django_jobs/"
 JOBS = f"{ADMIN}job/"
@@ -85,12 +86,9 @@ def many_jobs(db, frozen):
     rows = [bulk_row(i) for i in range(N_JOBS)]
     for start in range(0, N_JOBS, 2000):
         Job.objects.bulk_create(rows[start : start + 2000])
-    # As autovacuum would, once these rows are in: the unfiltered list's count rests on the
-    # table's statistics (admin/paginator.py), which would otherwise be what an earlier test
-    # left (ANALYZE writes them in place: a rollback keeps them).
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {Job._meta.db_table}")
+    # The unfiltered list's count rests on the table's statistics (admin/paginator.py):
+    # these rows' own, not what an earlier test left.
+    analyze_as_autovacuum_would(Job)
     return rows
 
 
@@ -639,7 +637,7 @@ def test_a_big_unfiltered_job_list_shows_the_planners_estimate_not_a_count(
     if not get_store().estimates_row_counts:
         pytest.skip("SQLite counts rows from its own b-tree; every list is counted exactly")
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE django_jobs_job")  # counts this transaction's rows too
+        # many_jobs analyzed the table, this transaction's rows included.
         cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'django_jobs_job'")
         (estimate,) = cursor.fetchone()
     assert estimate > 0

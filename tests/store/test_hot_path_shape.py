@@ -310,6 +310,12 @@ def explain(cursor: Any, sql: str, params: list[Any]) -> Any:
     return cursor.fetchone()[0]
 
 
+def nodes_of(explained: Any) -> list[dict[str, Any]]:
+    """Every node of an ``EXPLAIN (FORMAT JSON)`` result (parsed, or its text)."""
+    plan = explained if isinstance(explained, list) else json.loads(explained)
+    return plan_nodes(plan[0]["Plan"])
+
+
 class ClaimPlanTests(TestCase):
     ENDED = 1_000_000
 
@@ -355,8 +361,7 @@ class ClaimPlanTests(TestCase):
             generic = cursor.fetchone()[0]
             cursor.execute("DEALLOCATE claim_plan_probe")
         for name, found in (("custom", custom), ("generic", generic)):
-            plan = found if isinstance(found, list) else json.loads(found)
-            nodes = plan_nodes(plan[0]["Plan"])
+            nodes = nodes_of(found)
             # The plan's outline first: a failure's message must name the index it chose.
             outline = [
                 (n["Node Type"], n.get("Index Name") or n.get("Relation Name")) for n in nodes
@@ -386,7 +391,5 @@ class ClaimPlanTests(TestCase):
         sql, params, claimed = the_claim_as_sent()
         assert claimed == 20
         with connection.cursor() as cursor:
-            found = explain(cursor, sql, params)
-        plan = found if isinstance(found, list) else json.loads(found)
-        used = {n.get("Index Name") for n in plan_nodes(plan[0]["Plan"])} - {None}
+            used = {n.get("Index Name") for n in nodes_of(explain(cursor, sql, params))} - {None}
         assert "django_jobs_live_key_uniq" not in used, used
