@@ -4,7 +4,8 @@
 - a process's first enqueue draws ids with a statement of its own; the next are one each;
 - ids in hand too long are dropped, so a job's id does not sort before jobs made since;
 - a forked child never uses the ids its parent holds;
-- an id in hand that a row already has (a sequence reset under the process) is replaced.
+- an id in hand that a row already has (a sequence reset under the process) is replaced;
+- ids drawn by several threads at once are taken in increasing order, whichever was kept first.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 from django.test import TransactionTestCase
+from hypothesis import given
+from hypothesis import strategies as st
 
 from django_jobs.engine.publish import writer
 from django_jobs.events.payloads import encode, event_data
 from django_jobs.models import Job, JobEventRecord
+from django_jobs.store.postgres import JobIds
 from testproject.jobs import noop
 
 
@@ -38,6 +42,35 @@ def created_rows_match(jobs: list[Job]) -> None:
         [row] = JobEventRecord.objects.filter(job_id=job.pk, type="job.created")
         stored = Job.objects.get(pk=job.pk)
         assert row.data == encode(event_data("job.created", stored, stored.created_at))
+
+
+@st.composite
+def draws_kept_in_any_order(draw: st.DrawFn) -> tuple[list[list[int]], list[int]]:
+    """Consecutive draws from one sequence (each a run of ids), in the order their threads
+    kept them, which need not be the order they were drawn in; and the sizes taken after."""
+    sizes = draw(st.lists(st.integers(1, 9), min_size=1, max_size=6))
+    starts = [1 + sum(sizes[:n]) for n in range(len(sizes))]
+    runs = [list(range(start, start + size)) for start, size in zip(starts, sizes, strict=True)]
+    kept = draw(st.permutations(runs))
+    takes = draw(st.lists(st.integers(1, 5), min_size=1, max_size=20))
+    return kept, takes
+
+
+@given(draws_kept_in_any_order())
+def test_ids_drawn_by_threads_at_once_are_taken_in_increasing_order(case):
+    # Threads that enqueue at once each draw ids with a statement of their own; the one whose
+    # statement returned last may keep its ids first. A batch must still get increasing ids,
+    # as its job.created rows are stored in id order.
+    kept, takes = case
+    ids = JobIds(clock=Clock())
+    for run in kept:
+        ids.add("default", run)
+    taken: list[int] = []
+    for n in takes:
+        got, _ = ids.take("default", n)
+        taken += got or []
+    assert taken == sorted(taken)
+    assert taken + ids.held("default") == sorted(i for run in kept for i in run)
 
 
 def draw_elsewhere() -> int:
