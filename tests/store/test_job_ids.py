@@ -88,6 +88,7 @@ class IdsDrawnAheadTests(TransactionTestCase):
 
         self.clock = Clock()
         self.ids = postgres.JobIds(clock=self.clock)
+        self.process_ids = postgres.job_ids  # the process's own, back after the test
         patcher = pytest.MonkeyPatch()
         patcher.setattr(postgres, "job_ids", self.ids)
         self.addCleanup(patcher.undo)
@@ -135,7 +136,13 @@ class IdsDrawnAheadTests(TransactionTestCase):
         assert self.held()
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE django_jobs_job RESTART IDENTITY CASCADE")
+        # Event rows name their job by id, without a foreign key: those of the jobs just
+        # emptied (job 1 among them, in a new test database) would match the ids given again.
+        JobEventRecord.objects.all().delete()
         self.ids.forget()
+        # The process's own ids came from the sequence before its restart too: kept, the
+        # next tests could take one that the sequence gives again.
+        self.process_ids.forget()
         assert self.held() == []
         with self.assertNumQueries(2):  # nothing in hand: the ids, then the insert
             first = noop.enqueue({"n": 1})
