@@ -69,7 +69,8 @@ class JobIds:
     processes' by up to ``MAX_AGE``: "newest first" lists follow creation to within that.
     Ids are never reused: a sequence never gives one twice, and those a process drew but did
     not use leave gaps, as rolled-back inserts always did. The cache is per process (a forked
-    child starts without the parent's ids) and shared by its threads.
+    child starts without the parent's ids) and shared by its threads, which take its ids in
+    increasing order even when two of them drew at once (``add``).
     """
 
     #: Ids in hand older than this are dropped: they would sort before newer jobs of others.
