@@ -108,17 +108,15 @@ class JobIds:
         with self._lock:
             now = self.clock()
             held, drawn = self._in_hand(alias), sorted(ids)
-            if not (held and drawn and drawn[0] < held[-1][1]):
-                held.extend((now, job_id) for job_id in drawn)
-                return
-            # Threads that drew at the same moment kept their ids in another order than the
-            # sequence gave them. Merged, so that ids are still taken in increasing order (a
-            # batch's job.created rows are stored in id order), each stamped as old as the
-            # oldest in hand: none is kept past MAX_AGE, and the oldest stays first.
-            oldest = held[0][0]
-            merged = sorted([job_id for _, job_id in held] + drawn)
-            held.clear()
-            held.extend((oldest, job_id) for job_id in merged)
+            if held and drawn and drawn[0] < held[-1][1]:
+                # Threads that drew at the same moment kept their ids in another order than
+                # the sequence gave them. Merged, so that ids are still taken in increasing
+                # order (a batch's job.created rows are stored in id order), each stamped as
+                # old as the oldest in hand: none is kept past MAX_AGE.
+                now = held[0][0]
+                drawn = sorted([job_id for _, job_id in held] + drawn)
+                held.clear()
+            held.extend((now, job_id) for job_id in drawn)
 
     def held(self, alias: str) -> list[int]:
         """The ids in hand for ``alias`` (the next inserts take them in this order)."""
