@@ -406,3 +406,69 @@ class Throttle(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} until {self.until:%Y-%m-%d %H:%M:%S}"
+
+
+def worker_name(worker_id: str | None) -> str | None:
+    """The name of the worker that holds a job, from the job's ``worker_id``
+    (``NAME:ENGINE:TOKEN``, see ``engine.worker.make_worker_id``): the id without its last two
+    parts. ``None`` for ``None``."""
+    if not worker_id:
+        return None
+    return worker_id.rsplit(":", 2)[0]
+
+
+class WorkerState(models.TextChoices):
+    """What a worker row's ``state`` column holds. ``lost`` is never stored: a row whose
+    heartbeat is older than the lease reads as lost (``django_jobs.engine.fleet``)."""
+
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class Worker(models.Model):
+    """One running worker process (``runjobs``): written at its start, at each heartbeat and
+    as it stops (``django_jobs.engine.fleet``). Stopped rows are pruned after a day."""
+
+    name = models.CharField(max_length=200, unique=True)
+    hostname = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    engine = models.CharField(max_length=100, default="default")
+    # The queues it claims from; an empty list: every queue of its engine.
+    queues = models.JSONField(default=list, blank=True)
+    processes = models.IntegerField(default=1)
+    concurrency = models.IntegerField(default=1)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    state = models.CharField(
+        max_length=16, choices=WorkerState.choices, default=WorkerState.RUNNING
+    )
+    jobs_running = models.IntegerField(default=0)
+    jobs_done = models.BigIntegerField(default=0)
+    version = models.CharField(max_length=50, blank=True, default="")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+
+class PausedQueue(models.Model):
+    """A queue whose jobs no worker starts (``django_jobs.pause_queue``); deleting the row
+    resumes it. Enqueueing still works; jobs already running finish."""
+
+    engine = models.CharField(max_length=100, default="default")
+    queue = models.CharField(max_length=100)
+    reason = models.TextField(blank=True, default="")
+    paused_at = models.DateTimeField()
+    paused_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["engine", "queue"]
+        constraints = [
+            models.UniqueConstraint(fields=["engine", "queue"], name="django_jobs_paused_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.engine}/{self.queue} paused"

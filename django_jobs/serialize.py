@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.serializers.json import DjangoJSONEncoder
 
 from .conf import jobs_settings
-from .models import Job
+from .models import Job, worker_name
 from .permissions import is_operator
 from .states import ENDED_STATES, EXPIRED_ERROR, JobState
 
@@ -78,6 +78,12 @@ def _wait_reason(job: Job) -> str | None:
 def _cancel_requested(job: Job) -> bool:
     # SPEC §7: from the moment a cancel of a running job is accepted until it ends.
     return bool(job.cancel_requested) and job.state not in ENDED_STATES
+
+
+def _worker(job: Job) -> str | None:
+    if job.state != JobState.RUNNING:
+        return None
+    return worker_name(job.worker_id)
 
 
 def _progress(key: str) -> Callable[[Job], Any]:
@@ -246,6 +252,12 @@ JOB_FIELDS: tuple[JobField, ...] = (
         _cancel_requested,
         JsonType.BOOLEAN,
         help="True from the moment a cancel of the running job is accepted until it ends.",
+    ),
+    JobField(
+        "worker",
+        _worker,
+        null=True,
+        help="The name of the worker running the job (GET workers/); null when not running.",
     ),
 )
 

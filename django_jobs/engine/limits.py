@@ -60,7 +60,9 @@ def _rate_usage(store: Store, limits: Limits, now: datetime) -> dict[tuple[str, 
 
 
 def claim_within_limits(store: Store, request: Claim) -> list[Job]:
-    """``store.claim(request)`` that honours caps and rates; over-limit claims are handed back."""
+    """``store.claim(request)`` that honours caps and rates; over-limit claims are handed back.
+
+    The queues ``request.skip`` names (the paused ones) are passed over as well."""
     limits = current_limits()
     if limits is None:
         return store.claim(request)
@@ -73,7 +75,9 @@ def claim_within_limits(store: Store, request: Claim) -> list[Job]:
         if limit <= 0:
             return []
     skip = ClaimSkip(
-        queues=[q for q, cap in limits.queue_caps.items() if per_queue.get(q, 0) >= cap]
+        # The request's own (the paused queues), and those at their cap or out of rate.
+        queues=list(request.skip.queues if request.skip else ())
+        + [q for q, cap in limits.queue_caps.items() if per_queue.get(q, 0) >= cap]
         + [q for q, (n, _) in limits.queue_rates.items() if usage[("queue", q)] >= n],
         tenants=[t for t, c in per_tenant.items() if limits.tenant_cap and c >= limits.tenant_cap],
         kinds=[k for k, (n, _) in limits.kind_rates.items() if usage[("kind", k)] >= n],

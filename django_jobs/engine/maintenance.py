@@ -22,6 +22,9 @@ Expiry: ``end_expired_jobs`` ends the queued jobs that never started and whose `
 each. The claim itself never starts such a job; this only makes the end visible. Every worker
 calls it periodically; ``run_until_idle`` and ``manage.py jobs drain`` before they run.
 
+Workers: ``prune_workers`` deletes the rows of workers that stopped (or were lost) more than a
+day ago (``engine.fleet``); workers call it with the retention, once a minute.
+
 Rescue: ``rescue_stale`` re-asks the jobs whose worker stopped heartbeating past its lease;
 every worker calls it periodically for its engine.
 """
@@ -42,6 +45,7 @@ from ..durations import Duration, parse_duration
 from ..models import Job, JobStep
 from ..states import ENDED_STATES
 from ..store import Store, get_store
+from .fleet import prune_stopped
 from .publish import publish_after_commit
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "expired",
     "prune",
     "prune_expired",
+    "prune_workers",
     "retention_period",
 ]
 
@@ -194,6 +199,11 @@ def prune_expired(now: datetime | None = None, *, limit: int = EXPIRED_LIMIT) ->
     if period is None:
         return None
     return prune(period, now=now, limit=limit)
+
+
+def prune_workers(now: datetime | None = None, *, using: str | None = None) -> int:
+    """Delete the rows of workers that stopped, or were lost, more than a day ago."""
+    return prune_stopped(now or clock.now(), using=using)
 
 
 #: The error recorded on a job re-asked by ``rescue_stale``.

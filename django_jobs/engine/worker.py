@@ -34,17 +34,19 @@ from django.db import DatabaseError, connections
 from .. import clock
 from ..conf import jobs_settings
 from ..exceptions import JobTimeout
-from ..models import Job
+from ..models import Job, WorkerState
 from ..printable import printable
 from ..registry import get
 from ..states import JobState
 from ..store import Claim, Outcome, Store, get_store
+from ..store.base import ClaimSkip
+from . import fleet
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .hooks import call_hooks
 from .limits import claim_within_limits
 from .loops import close_thread_loop, drop_broken_connections
-from .maintenance import end_expired_jobs, prune_expired, rescue_stale
+from .maintenance import end_expired_jobs, prune_expired, prune_workers, rescue_stale
 from .publish import publish, writer
 from .runner import begin_attempt, publish_recorded
 from .scheduler import tick_until
@@ -133,8 +135,11 @@ TICK_EVERY = 1.0
 MIN_TICK = 0.05
 
 
-def make_worker_id(engine: str) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{engine}:{uuid.uuid4().hex[:8]}"
+def make_worker_id(engine: str, name: str | None = None) -> str:
+    """``NAME:ENGINE:TOKEN``, the ``worker_id`` of the jobs it holds: ``name`` (``--name``,
+    default ``host:pid``), the engine, and eight hex digits unique to this run. The job JSON's
+    ``worker`` is the id without its last two parts (``models.worker_name``)."""
+    return f"{name or f'{socket.gethostname()}:{os.getpid()}'}:{engine}:{uuid.uuid4().hex[:8]}"
 
 
 class Worker:
@@ -149,15 +154,24 @@ class Worker:
         burst: bool = False,
         scheduler: bool = True,
         alias: str | None = None,
+        name: str | None = None,
+        fleet_row: bool = True,
     ) -> None:
         self.engine = engine
+        #: Its row's name (``--name``, default ``host:pid``); ``fleet_row=False``: no row (a
+        #: process whose parent writes the row for it).
+        self.name = name or fleet.default_name()
+        self.fleet_row = fleet_row
         self.queues = queues or None
         self.concurrency = concurrency or jobs_settings.engine_concurrency(engine)
         self.burst = burst
         self.scheduler = scheduler
         self.alias = alias or jobs_settings.DATABASE
         self.store = get_store(self.alias)
-        self.worker_id = make_worker_id(engine)
+        self.worker_id = make_worker_id(engine, self.name)
+        #: The queues of this engine that are paused: the claim passes over them. Read at
+        #: start, again on each ``notify_paused`` (PostgreSQL) or at the poll interval.
+        self.paused: frozenset[str] = frozenset()
         self.executor = Executor(self.worker_id)
         self.lease = jobs_settings.lease
         self.poll = (
@@ -226,6 +240,17 @@ class Worker:
         # connections share the alias's settings).
         connections.close_all()
         bound_silent_network(self.store)
+        if self.fleet_row:
+            self._retry_db(
+                lambda: fleet.register(
+                    self.name,
+                    engine=self.engine,
+                    queues=self.queues,
+                    concurrency=self.concurrency,
+                    using=self.alias,
+                )
+            )
+        self._read_paused()
         self._rescue()
         if self.scheduler:
             self._tick_schedules()
@@ -250,6 +275,7 @@ class Worker:
 
     def _shutdown(self, keeper: threading.Thread) -> None:
         self.stopping.set()
+        self._mark(WorkerState.STOPPING)
         unstarted = []
         while True:
             try:
@@ -274,8 +300,25 @@ class Worker:
         self._supervise_executors(replace=False)  # a thread that died while finishing
         self.outcomes.put(None)  # type: ignore[arg-type]
         keeper.join()
+        self._mark(WorkerState.STOPPED)
         connections.close_all()
         logger.info("Worker %s stopped after %s jobs.", self.worker_id, self.processed)
+
+    def _mark(self, state: str) -> None:
+        if not self.fleet_row:
+            return
+        try:
+            self._retry_db(
+                lambda: fleet.mark(
+                    self.name,
+                    state,
+                    jobs_running=self._jobs_running(),
+                    jobs_done=self.processed,
+                    using=self.alias,
+                )
+            )
+        except Exception:  # the row is for the operators: it must never stop a shutdown
+            logger.exception("Could not mark worker %s %s.", self.name, state)
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -317,6 +360,7 @@ class Worker:
                                 now=now,
                                 leased_until=now + self.lease,
                                 queues=self.queues,
+                                skip=ClaimSkip(queues=sorted(self.paused)) if self.paused else None,
                             ),
                         )
                     )
@@ -351,6 +395,7 @@ class Worker:
     def _listen(self) -> None:
         # Only where the store supports_listen (the caller checks).
         cancels = self.store.cancel_channel(self.worker_id)
+        paused = self.store.paused_channel
         try:
             while not self.stopping.is_set():
                 try:
@@ -359,9 +404,14 @@ class Worker:
                         # We may have missed notifications while (re)connecting.
                         self.wake.set()
                         self._cancels_heard(self.store.cancels_requested(self.worker_id))
+                        self._read_paused()
                         while not self.stopping.is_set():
                             heard = listener.wait_notifications(0.5)
-                            if any(c != cancels and p == self.engine for c, p in heard):
+                            if any(c == paused and p == self.engine for c, p in heard):
+                                self._read_paused()
+                            if any(
+                                c not in (cancels, paused) and p == self.engine for c, p in heard
+                            ):
                                 self.wake.set()
                             self._cancels_heard([int(p) for c, p in heard if c == cancels])
                     finally:
@@ -383,6 +433,19 @@ class Worker:
                 if entry is not None and not entry[1].cancel_requested:
                     entry[1].cancel_requested = True
                     logger.info("Job %s: cancel requested; its runner sees ctx.cancelled.", job_id)
+
+    def _read_paused(self) -> None:
+        """Read which queues of this engine are paused; wake the claim loop when one resumed."""
+        paused = self._retry_db(lambda: fleet.paused_queues(self.engine, using=self.alias))
+        if paused is None or paused == self.paused:
+            return
+        resumed = self.paused - paused
+        self.paused = paused
+        logger.info(
+            "Paused queues of engine %s: %s.", self.engine, ", ".join(sorted(paused)) or "none"
+        )
+        if resumed:
+            self.wake.set()
 
     def _read_cancels(self) -> None:
         """Without LISTEN: read which of this worker's running jobs have a cancel requested."""
@@ -530,7 +593,24 @@ class Worker:
         )
         self._replace_executor(slot)
 
+    def _hand_back_paused(self, job: Job, slot: int) -> None:
+        """A job claimed before its queue was paused, not started yet: back to the queue, its
+        attempt not used (the claim passes over it until the queue resumes)."""
+        self._retry_db(lambda: self.store.hand_back(self.worker_id, [job.pk]), forever=True)
+        with self.running_lock:
+            self.running.pop(job.pk, None)
+            self.held[slot] = None
+            self.in_flight -= 1
+            self.unfinished -= 1
+        self.wake.set()
+
+    def _jobs_running(self) -> int:
+        return sum(1 for job in self.held if job is not None)
+
     def _execute(self, job: Job, slot: int) -> None:
+        if self.paused and job.queue in self.paused:
+            self._hand_back_paused(job, slot)
+            return
         with self.running_lock:
             entry = self.running.get(job.pk)
             live = entry[1] if entry is not None else LiveState(job)
@@ -574,6 +654,8 @@ class Worker:
         read_cancels = not self.store.supports_listen
         cancels_every = min(self.poll, 1.0)
         next_cancels = time.monotonic()
+        # Without LISTEN, the paused queues likewise (a pause stops claims within a second).
+        next_paused = time.monotonic() + cancels_every
         done = False
         try:
             while not done:
@@ -609,6 +691,9 @@ class Worker:
                 if read_cancels and now >= next_cancels:
                     self._read_cancels()
                     next_cancels = now + cancels_every
+                if read_cancels and now >= next_paused:
+                    self._read_paused()
+                    next_paused = now + cancels_every
                 if now >= next_rescue:
                     self._rescue()
                     next_rescue = now + rescue_every
@@ -665,6 +750,29 @@ class Worker:
             or {}
         )
         self._cancels_heard([job_id for job_id, cancel in flags.items() if cancel])
+        if self.fleet_row:
+            self._beat_row()
+
+    def _beat_row(self) -> None:
+        """The worker's row: one UPDATE per heartbeat (written again if it was pruned)."""
+        written = self._retry_db(
+            lambda: fleet.beat(
+                self.name,
+                jobs_running=self._jobs_running(),
+                jobs_done=self.processed,
+                using=self.alias,
+            )
+        )
+        if written == 0 and not self.stopping.is_set():
+            self._retry_db(
+                lambda: fleet.register(
+                    self.name,
+                    engine=self.engine,
+                    queues=self.queues,
+                    concurrency=self.concurrency,
+                    using=self.alias,
+                )
+            )
 
     def _tick_schedules(self) -> float:
         """Fire the due occurrences; return the seconds until the next tick: at the next
@@ -691,9 +799,11 @@ class Worker:
         return min(TICK_EVERY, max(until, MIN_TICK))
 
     def _prune(self) -> None:
-        """Apply JOBS["RETENTION"] (workers that run the scheduler do it, once a minute)."""
+        """Apply JOBS["RETENTION"], and delete the rows of workers stopped a day ago (workers
+        that run the scheduler do it, once a minute)."""
         try:
             self._retry_db(lambda: prune_expired(clock.now()))
+            self._retry_db(lambda: prune_workers(clock.now(), using=self.alias))
         except Exception:  # retention must never stop the worker
             logger.exception("Pruning expired jobs failed; retrying in a minute.")
 

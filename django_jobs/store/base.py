@@ -534,6 +534,15 @@ class Store:
     def notify(self, engines: set[str]) -> None:
         """Wake idle workers of ``engines`` once the current transaction commits."""
 
+    #: The channel ``listen_for_jobs(worker_id)`` also hears ``notify_paused`` on (its payload
+    #: the engine); empty where the store does not ``supports_listen``.
+    paused_channel = ""
+
+    def notify_paused(self, engines: set[str]) -> None:
+        """Tell the workers of ``engines`` that a queue was paused or resumed, once the current
+        transaction commits. Only where ``supports_listen``: elsewhere workers read the paused
+        queues at the poll interval (at most every second)."""
+
     # -- claiming -----------------------------------------------------------------------------
 
     def claim_filters(self, request: Claim) -> tuple[str, list[Any]]:
@@ -1105,7 +1114,8 @@ class Store:
         """A ``Listener`` that hears which engines have new due jobs (payload: the engine
         name), once their transaction commits; with ``worker_id``, also the cancels of that
         worker's running jobs (``notify_cancel``; channel: ``cancel_channel(worker_id)``,
-        payload: the job id). Only where ``supports_listen``."""
+        payload: the job id) and the pauses of queues (``notify_paused``; channel:
+        ``paused_channel``, payload: the engine). Only where ``supports_listen``."""
         raise NotImplementedError(f"{type(self).__name__} cannot listen (supports_listen).")
 
     def listen_for_events(self) -> Listener:

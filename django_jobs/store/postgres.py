@@ -45,6 +45,8 @@ CHANNEL = "django_jobs"
 #: A worker's own channel for its jobs' cancels: this prefix and a digest of its worker id
 #: (a channel name is an identifier of at most 63 bytes; a worker id may be longer).
 CANCEL_CHANNEL_PREFIX = "django_jobs_cancel_"
+#: Workers hear on it that a queue of an engine (the payload) was paused or resumed.
+PAUSED_CHANNEL = "django_jobs_paused"
 # A fixed advisory-lock key for the scheduler's leader ("djobsched" as digits).
 SCHEDULER_LOCK = 3_562_724_331_871
 RETURNING = ", ".join(f"j.{c}" for c in COLUMNS)
@@ -539,6 +541,12 @@ class PostgresStore(Store):
                     "SELECT pg_notify(%s, %s)", [self.cancel_channel(worker_id), str(job_id)]
                 )
 
+    def notify_paused(self, engines: set[str]) -> None:
+        # In the pause's transaction: the workers read their paused set again on commit.
+        with self.connection.cursor() as cursor:
+            for engine in sorted(engines):
+                cursor.execute("SELECT pg_notify(%s, %s)", [PAUSED_CHANNEL, engine])
+
     def notify(self, engines: set[str]) -> None:
         # Sent inside the enqueuing transaction: PostgreSQL delivers it only on commit, so a
         # rolled-back enqueue wakes nobody.
@@ -570,13 +578,15 @@ class PostgresStore(Store):
             raise
         return _Listener(connection)
 
+    paused_channel = PAUSED_CHANNEL
+
     def cancel_channel(self, worker_id: str) -> str:
         return CANCEL_CHANNEL_PREFIX + hashlib.sha256(worker_id.encode()).hexdigest()[:24]
 
     def listen_for_jobs(self, worker_id: str | None = None) -> _Listener:
         if worker_id is None:
             return self._listen(CHANNEL)
-        return self._listen(CHANNEL, self.cancel_channel(worker_id))
+        return self._listen(CHANNEL, self.cancel_channel(worker_id), PAUSED_CHANNEL)
 
     def listen_for_events(self) -> _Listener:
         return self._listen(EVENTS_CHANNEL)

@@ -49,6 +49,12 @@ class Command(BaseCommand):
             "line (-v 2 adds a line per job start and end).",
         )
         parser.add_argument(
+            "--name",
+            default=None,
+            metavar="NAME",
+            help="The worker's name in the workers list (default: host:pid).",
+        )
+        parser.add_argument(
             "--no-scheduler",
             action="store_true",
             help="Do not fire cron schedules from this process.",
@@ -75,6 +81,7 @@ class Command(BaseCommand):
             concurrency=concurrency,
             burst=options["burst"],
             scheduler=not options["no_scheduler"],
+            name=options["name"] or None,
         )
         worker.install_signal_handlers()
         if options["verbosity"] >= 1:
