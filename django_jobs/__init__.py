@@ -27,6 +27,8 @@ _EXPORTS = {
     "wake_waiting": "django_jobs.operations",
     "describe_kinds": "django_jobs.operations",
     "inspect_queues": "django_jobs.operations",
+    "pause_queue": "django_jobs.operations",
+    "resume_queue": "django_jobs.operations",
     "inspect_job": "django_jobs.operations",
     "dead_letters": "django_jobs.operations",
     "retry": "django_jobs.operations",

@@ -10,8 +10,10 @@ from django.db.models import F
 
 from . import clock
 from .conf import jobs_settings
+from .engine import fleet
 from .engine.publish import publish_after_commit
 from .exceptions import (
+    InvalidPayload,
     JobDuplicate,
     JobNotFound,
     NotCancellable,
@@ -27,7 +29,7 @@ from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .store import Claim, get_store
-from .validation import check_json
+from .validation import check_json, check_label
 
 
 def _locked(job_id: int) -> Job:
@@ -338,6 +340,61 @@ def describe_kinds() -> list[dict[str, Any]]:
 
 def inspect_queues() -> dict[str, Any]:
     return queue_stats()
+
+
+def workers() -> list[dict[str, Any]]:
+    """Every worker's row (running, stopping, stopped, or lost once its heartbeat is older
+    than the lease) with the ids of the jobs it runs: ``jobs workers --json``, ``GET
+    workers/``."""
+    return fleet.worker_rows(using=jobs_settings.DATABASE)
+
+
+def queues() -> list[dict[str, Any]]:
+    """Every queue, per engine, with ``paused``, ``reason`` and its jobs' counts per state:
+    ``jobs queues --json``, ``GET queues/``."""
+    return fleet.queue_rows(using=jobs_settings.DATABASE)
+
+
+#: The longest queue name (``Job.queue``).
+QUEUE_NAME_MAX = 100
+REASON_MAX = 2000
+
+
+def _check_queue(name: Any, engine: Any) -> None:
+    if not isinstance(name, str) or not name or len(name) > QUEUE_NAME_MAX:
+        raise InvalidPayload(
+            f"A queue name is a string of 1 to {QUEUE_NAME_MAX} characters, not {name!r}; "
+            "`jobs queues` lists the queues."
+        )
+    check_label(name, what="queue name")
+    if engine not in jobs_settings.engine_names():
+        raise UnknownEngine(
+            f"No engine is named {engine!r}; the engines are: "
+            f"{', '.join(jobs_settings.engine_names())} (JOBS['ENGINES'])."
+        )
+
+
+def pause_queue(
+    name: str, engine: str = "default", reason: str = "", *, paused_by: str = ""
+) -> dict[str, Any]:
+    """Pause the queue ``name`` of ``engine``: within a second no worker starts a job of it;
+    running jobs finish, enqueueing is still accepted, and the pause outlives restarts (it is
+    a row). Pausing a paused queue updates its reason. Returns the pause as JSON."""
+    _check_queue(name, engine)
+    if not isinstance(reason, str) or len(reason) > REASON_MAX:
+        raise InvalidPayload(f"The reason is a string of at most {REASON_MAX} characters.")
+    check_label(reason, what="reason")
+    return fleet.pause(
+        name, engine=engine, reason=reason, paused_by=paused_by, using=jobs_settings.DATABASE
+    )
+
+
+def resume_queue(name: str, engine: str = "default") -> dict[str, Any]:
+    """Resume the queue ``name`` of ``engine``: workers start its jobs again (within a
+    second). ``resumed`` is false when it was not paused."""
+    _check_queue(name, engine)
+    resumed = fleet.resume(name, engine=engine, using=jobs_settings.DATABASE)
+    return {"queue": name, "engine": engine, "paused": False, "resumed": resumed}
 
 
 def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str, Any]:
