@@ -11,7 +11,14 @@ from __future__ import annotations
 from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
-from .api.views import JobViewSet, ScheduleViewSet, SchemaView, not_found
+from .api.views import (
+    JobViewSet,
+    QueueViewSet,
+    ScheduleViewSet,
+    SchemaView,
+    WorkerViewSet,
+    not_found,
+)
 from .observability.metrics import metrics_view
 
 app_name = "django_jobs"
@@ -19,6 +26,8 @@ app_name = "django_jobs"
 router = SimpleRouter()
 # Schedules before jobs: "schedules/" would otherwise be read as a job id.
 router.register("schedules", ScheduleViewSet, basename="schedule")
+router.register("workers", WorkerViewSet, basename="worker")
+router.register("queues", QueueViewSet, basename="queue")
 router.register("", JobViewSet, basename="job")
 
 urlpatterns = [

@@ -402,6 +402,89 @@ class StatsSerializer(serializers.Serializer):
     at = serializers.DateTimeField(read_only=True)
 
 
+# --- the fleet: workers and queues -----------------------------------------------------------
+
+
+class WorkerSerializer(serializers.Serializer):
+    """A worker's row (``GET workers/``): ``state`` is ``lost`` once its heartbeat is older
+    than the lease."""
+
+    name = serializers.CharField(read_only=True)
+    hostname = serializers.CharField(read_only=True)
+    pid = serializers.IntegerField(read_only=True)
+    engine = serializers.CharField(read_only=True)
+    queues = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Empty: every queue."
+    )
+    processes = serializers.IntegerField(read_only=True)
+    concurrency = serializers.IntegerField(read_only=True)
+    started_at = serializers.DateTimeField(read_only=True)
+    heartbeat_at = serializers.DateTimeField(read_only=True)
+    heartbeat_age_s = serializers.FloatField(read_only=True)
+    state = serializers.ChoiceField(
+        choices=["running", "stopping", "stopped", "lost"], read_only=True
+    )
+    jobs_running = serializers.IntegerField(read_only=True)
+    jobs_done = serializers.IntegerField(read_only=True)
+    running_jobs = serializers.ListField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="The ids of the jobs it runs (the first 100).",
+    )
+    version = serializers.CharField(read_only=True)
+
+
+class QueueSerializer(serializers.Serializer):
+    """A queue of an engine (``GET queues/``): paused or not, and its jobs' counts per state."""
+
+    queue = serializers.CharField(read_only=True)
+    engine = serializers.CharField(read_only=True)
+    paused = serializers.BooleanField(read_only=True)
+    reason = serializers.CharField(read_only=True)
+    paused_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    paused_by = serializers.CharField(read_only=True)
+    states = serializers.DictField(child=serializers.IntegerField(), read_only=True)
+
+
+class PauseSerializer(KnownFieldsOnly):
+    """``POST queues/{name}/pause/``."""
+
+    engine = StrictCharField(required=False, default="default", max_length=100)
+    reason = StrictCharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=2000,
+        help_text="Why, for the other operators (shown beside the queue).",
+    )
+
+
+class ResumeSerializer(KnownFieldsOnly):
+    """``POST queues/{name}/resume/``."""
+
+    engine = StrictCharField(required=False, default="default", max_length=100)
+
+
+class PausedSerializer(serializers.Serializer):
+    """What pause answers: the queue's pause."""
+
+    queue = serializers.CharField(read_only=True)
+    engine = serializers.CharField(read_only=True)
+    paused = serializers.BooleanField(read_only=True)
+    reason = serializers.CharField(read_only=True)
+    paused_at = serializers.DateTimeField(read_only=True)
+    paused_by = serializers.CharField(read_only=True)
+
+
+class ResumedSerializer(serializers.Serializer):
+    """What resume answers."""
+
+    queue = serializers.CharField(read_only=True)
+    engine = serializers.CharField(read_only=True)
+    paused = serializers.BooleanField(read_only=True)
+    resumed = serializers.BooleanField(read_only=True, help_text="False when it was not paused.")
+
+
 # --- schedules -----------------------------------------------------------------------------
 
 

@@ -47,6 +47,7 @@ from ..exceptions import (
     PayloadTooLarge,
     RetryNotAllowed,
     ScheduleNotAllowed,
+    UnknownEngine,
     UnknownStep,
 )
 from ..models import Job, Schedule
@@ -84,11 +85,17 @@ from .serializers import (
     JobDetailSerializer,
     JobSerializer,
     KindSerializer,
+    PausedSerializer,
+    PauseSerializer,
+    QueueSerializer,
+    ResumedSerializer,
+    ResumeSerializer,
     RetrySerializer,
     ScheduleSerializer,
     StatsSerializer,
     SubmitSerializer,
     SubmittedJobSerializer,
+    WorkerSerializer,
 )
 from .throttles import MemberRateThrottle, member_throttled
 
@@ -514,6 +521,108 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
     @action(detail=False, methods=["get"], pagination_class=None)
     def stats(self, request: Request) -> Response:
         return Response(queue_stats())
+
+
+# --- the fleet: workers and queues ------------------------------------------------------------
+
+
+class WorkerViewSet(JobsAPIMixin, GenericViewSet):
+    """The workers' rows (operators)."""
+
+    serializer_class = WorkerSerializer
+    pagination_class = None
+    action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
+        "list": (IsOperator,),
+    }
+
+    @extend_schema(
+        operation_id="workers_list",
+        tags=["workers"],
+        summary="The workers (operators)",
+        description=(
+            "Every worker's row, by name: host, pid, engine, queues, processes and "
+            "concurrency, heartbeat, state (`running`, `stopping`, `stopped`, or `lost` once "
+            "its heartbeat is older than the lease), jobs running and done, version. Stopped "
+            "rows are pruned after a day."
+        ),
+        responses={200: WorkerSerializer(many=True), 401: E401, 403: E403},
+    )
+    def list(self, request: Request) -> Response:
+        return Response(operations.workers())
+
+
+def _queue_refusal(exc: InvalidPayload | UnknownEngine) -> InvalidRequestError:
+    return InvalidRequestError(exc.message, code=exc.code)
+
+
+class QueueViewSet(JobsAPIMixin, GenericViewSet):
+    """The queues, paused or not (operators); pause and resume one."""
+
+    serializer_class = QueueSerializer
+    pagination_class = None
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    action_permissions: ClassVar[dict[str, tuple[type[BasePermission], ...]]] = {
+        "list": (IsOperator,),
+        "pause": (IsOperator,),
+        "resume": (IsOperator,),
+    }
+
+    @extend_schema(
+        operation_id="queues_list",
+        tags=["queues"],
+        summary="The queues (operators)",
+        description="Each queue per engine: `paused`, `reason`, its jobs' counts per state.",
+        responses={200: QueueSerializer(many=True), 401: E401, 403: E403},
+    )
+    def list(self, request: Request) -> Response:
+        return Response(operations.queues())
+
+    @extend_schema(
+        operation_id="queues_pause",
+        tags=["queues"],
+        summary="Pause a queue (operators)",
+        description=(
+            "Within a second no worker starts a job of the queue; running jobs finish and "
+            "enqueueing is still accepted. The pause outlives restarts; pausing a paused "
+            "queue updates its reason."
+        ),
+        request=PauseSerializer,
+        responses={200: PausedSerializer, 400: E400, 401: E401, 403: E403, 415: E415},
+    )
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, name: str | None = None) -> Response:
+        body = PauseSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = request.user
+        try:
+            paused = operations.pause_queue(
+                name or "",
+                engine=body.validated_data["engine"],
+                reason=body.validated_data["reason"],
+                paused_by=user.get_username() if hasattr(user, "get_username") else "",
+            )
+        except (InvalidPayload, UnknownEngine) as exc:
+            raise _queue_refusal(exc) from None
+        return Response(paused)
+
+    @extend_schema(
+        operation_id="queues_resume",
+        tags=["queues"],
+        summary="Resume a queue (operators)",
+        description="Workers start its jobs again within a second.",
+        request=ResumeSerializer,
+        responses={200: ResumedSerializer, 400: E400, 401: E401, 403: E403, 415: E415},
+    )
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, name: str | None = None) -> Response:
+        body = ResumeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            resumed = operations.resume_queue(name or "", engine=body.validated_data["engine"])
+        except (InvalidPayload, UnknownEngine) as exc:
+            raise _queue_refusal(exc) from None
+        return Response(resumed)
 
 
 # --- schedules -----------------------------------------------------------------------------
