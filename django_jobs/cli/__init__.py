@@ -33,6 +33,7 @@ from ..exceptions import (
     NotCancellable,
     NotRetryable,
     OutboxNoTransaction,
+    UnknownEngine,
     UnknownKind,
 )
 from ..models import Job, JobStep, Schedule
@@ -82,6 +83,7 @@ _EXIT_CODES: list[tuple[type[JobsError], int]] = [
     (InvalidPayload, EXIT_BAD_INPUT),
     (InvalidDuration, EXIT_BAD_INPUT),
     (InvalidSchedule, EXIT_BAD_INPUT),
+    (UnknownEngine, EXIT_NOT_FOUND),
 ]
 
 

@@ -171,6 +171,63 @@ def render_stats(stats: dict[str, Any]) -> str:
     return f"{body}\n\nPickup latency (last {latency['sample']} started): " + ", ".join(parts)
 
 
+def render_workers(rows: Sequence[dict[str, Any]]) -> str:
+    """The ``workers`` table: one line per worker row."""
+    if not rows:
+        return "No workers have a row: start one with manage.py runjobs."
+    return table(
+        [
+            "NAME",
+            "HOST",
+            "PID",
+            "ENGINE",
+            "QUEUES",
+            "PROCS x CONC",
+            "RUNNING",
+            "DONE",
+            "HEARTBEAT",
+            "STATE",
+            "VERSION",
+        ],
+        [
+            (
+                r["name"],
+                r["hostname"],
+                r["pid"],
+                r["engine"],
+                ",".join(r["queues"]) or "*",
+                f"{r['processes']} x {r['concurrency']}",
+                r["jobs_running"],
+                r["jobs_done"],
+                f"{duration(r['heartbeat_age_s'])} ago",
+                r["state"],
+                r["version"],
+            )
+            for r in rows
+        ],
+    )
+
+
+def render_queues(rows: Sequence[dict[str, Any]]) -> str:
+    """The ``queues`` table: one line per queue of an engine, paused or not, counts per state."""
+    if not rows:
+        return "No queues: no job was enqueued and none is paused."
+    states = list(JobState.values)
+    return table(
+        ["ENGINE", "QUEUE", "PAUSED", *(s.upper() for s in states), "REASON"],
+        [
+            (
+                r["engine"],
+                r["queue"],
+                "paused" if r["paused"] else "-",
+                *(r["states"].get(s, 0) for s in states),
+                r["reason"],
+            )
+            for r in rows
+        ],
+    )
+
+
 def render_kinds(rows: Sequence[dict[str, Any]]) -> str:
     """The ``kinds`` manifest table."""
     if not rows:

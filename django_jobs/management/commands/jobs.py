@@ -180,6 +180,31 @@ class Command(BaseCommand):
             json_help="Print an array of schedules with next_runs.",
         )
         command("wake", "Re-ask every waiting job now.", json_help='Print {"woken": N}.')
+        command(
+            "workers",
+            "The workers: host, pid, queues, processes x concurrency, heartbeat, state.",
+            json_help="Print an array of worker rows (what GET workers/ returns).",
+        )
+        command(
+            "queues",
+            "The queues of each engine: paused or not, counts per state.",
+            json_help="Print an array of queues (what GET queues/ returns).",
+        )
+        sub = command(
+            "pause",
+            "Pause a queue: no worker starts its jobs (running ones finish); enqueue goes on.",
+            json_help="Print the pause as JSON.",
+        )
+        sub.add_argument("queue", help="The queue to pause.")
+        sub.add_argument("--engine", default="default", help="Its engine (default).")
+        sub.add_argument("--reason", default="", help="Why, for the other operators.")
+        sub = command(
+            "resume",
+            "Resume a paused queue: workers start its jobs again.",
+            json_help='Print {"queue", "engine", "paused": false, "resumed"}.',
+        )
+        sub.add_argument("queue", help="The queue to resume.")
+        sub.add_argument("--engine", default="default", help="Its engine (default).")
 
         sub = command(
             "prune",
@@ -417,6 +442,33 @@ class Command(BaseCommand):
     def do_wake(self, options: dict[str, Any]) -> None:
         result = cli.wake()
         self.emit(result, lambda: f"Woke {result['woken']} waiting job(s).")
+
+    def do_workers(self, options: dict[str, Any]) -> None:
+        rows = operations.workers()
+        self.emit(rows, lambda: render.render_workers(rows))
+
+    def do_queues(self, options: dict[str, Any]) -> None:
+        rows = operations.queues()
+        self.emit(rows, lambda: render.render_queues(rows))
+
+    def do_pause(self, options: dict[str, Any]) -> None:
+        row = operations.pause_queue(
+            options["queue"], engine=options["engine"], reason=options["reason"]
+        )
+        self.emit(
+            row,
+            lambda: (
+                f"Queue {printable(row['queue'])} ({printable(row['engine'])}) is paused: no "
+                "worker starts its jobs until `jobs resume` (running ones finish)."
+            ),
+        )
+
+    def do_resume(self, options: dict[str, Any]) -> None:
+        row = operations.resume_queue(options["queue"], engine=options["engine"])
+        words = "is resumed" if row["resumed"] else "was not paused"
+        self.emit(
+            row, lambda: f"Queue {printable(row['queue'])} ({printable(row['engine'])}) {words}."
+        )
 
     def do_prune(self, options: dict[str, Any]) -> None:
         if options["dry_run"]:
