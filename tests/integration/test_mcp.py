@@ -40,8 +40,10 @@ READ_TOOLS = {
     "dead_letters",
     "kinds",
     "explain_claim",
+    "workers",
+    "queues",
 }
-ACTION_TOOLS = {"retry", "cancel", "wake"}
+ACTION_TOOLS = {"retry", "cancel", "wake", "pause_queue", "resume_queue"}
 
 
 def mcp_session(
@@ -236,6 +238,37 @@ def test_actions_need_allow_actions_and_return_what_the_cli_prints(worker_env, r
     assert waiting.run_at <= timezone.now()
     assert cli_json("wake") == {"woken": 1}  # the same document (the job is still waiting)
     assert again.is_error and "NOT_CANCELLABLE" in text(again)
+
+
+def test_workers_queues_and_pausing_return_what_the_cli_prints(worker_env, rows, tmp_path):
+    from django_jobs.engine import fleet
+    from django_jobs.models import PausedQueue
+
+    fleet.register("box-1", queues=["media"], concurrency=2)
+    calls = [
+        ("pause_queue", {"queue": "media", "reason": "codec bug"}),
+        ("workers", {}),
+        ("queues", {}),
+        ("resume_queue", {"queue": "media"}),
+        ("pause_queue", {"queue": "media", "engine": "nope"}),
+    ]
+    tools, results = mcp_session(worker_env, tmp_path / "mcp.log", calls, "--allow-actions")
+    paused, workers, queues, resumed, nope = results
+    assert {"workers", "queues", "pause_queue", "resume_queue"} <= tools
+    assert tool_json(paused)["paused"] is True and tool_json(paused)["reason"] == "codec bug"
+    [worker] = tool_json(workers)
+    printed = cli_json("workers")
+    assert worker.pop("heartbeat_age_s") <= printed[0].pop("heartbeat_age_s")
+    assert [worker] == printed and worker["name"] == "box-1"
+    media = [q for q in tool_json(queues) if q["queue"] == "media"]
+    assert media[0]["paused"] is True and media[0]["reason"] == "codec bug"
+    assert tool_json(resumed)["resumed"] is True
+    assert nope.is_error and "UNKNOWN_ENGINE" in text(nope)
+    assert not PausedQueue.objects.exists()
+    assert cli_json("queues") == [
+        {**q, "paused": False, "reason": "", "paused_at": None, "paused_by": ""}
+        for q in tool_json(queues)
+    ]
 
 
 def test_without_the_mcp_package_it_says_how_to_install_it(tmp_path):

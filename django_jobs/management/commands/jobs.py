@@ -231,14 +231,15 @@ class Command(BaseCommand):
             help="Serve the introspection as MCP tools on stdio (the mcp extra).",
             description=(
                 "A Model Context Protocol server on stdin/stdout: inspect_queues, inspect_job, "
-                "list_jobs, dead_letters, kinds, explain_claim; each returns the JSON of the "
+                "list_jobs, dead_letters, kinds, explain_claim, workers, queues; each returns the "
+                "JSON of the "
                 "matching --json command. Read-only unless --allow-actions."
             ),
         )
         sub.add_argument(
             "--allow-actions",
             action="store_true",
-            help="Also serve the retry, cancel and wake tools.",
+            help="Also serve the retry, cancel, wake, pause_queue and resume_queue tools.",
         )
 
         sub = command(
