@@ -50,7 +50,7 @@ def test_pause_resume_and_the_queues_list():
 
 
 def test_pause_of_an_unknown_engine_says_which_exist():
-    with pytest.raises(CommandError, match="UNKNOWN_ENGINE.*default") as raised:
+    with pytest.raises(CommandError, match=r"UNKNOWN_ENGINE.*default") as raised:
         run("pause", "mail", "--engine", "nope")
     assert raised.value.returncode == 3
     out = StringIO()
