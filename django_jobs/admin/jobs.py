@@ -46,11 +46,12 @@ from .display import (
     timestamp,
 )
 from .filters import EngineFilter, KindFilter, LeaseFilter, QueueFilter
+from .fleet import FleetAdminMixin
 from .paginator import EstimatedCountPaginator
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
     list_display = (
         "id",
         "kind_display",
@@ -233,6 +234,7 @@ class JobAdmin(admin.ModelAdmin):
             path("<int:object_id>/retry/", wrap(self.retry_view), name=f"{prefix}_retry"),
             path("<int:object_id>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<int:object_id>/resolve/", wrap(self.resolve_view), name=f"{prefix}_resolve"),
+            *self.fleet_urls(prefix),
             *super().get_urls(),
         ]
 
@@ -254,6 +256,11 @@ class JobAdmin(admin.ModelAdmin):
             "has_view_permission": True,
             **self.overview_context(),
             **live_context(),
+            "djj_operator": self.has_operate_permission(request),
+            "djj_workers_url": self._url("workers"),
+            "djj_pause_url": self._url("pause_queue"),
+            "djj_resume_url": self._url("resume_queue"),
+            "djj_engines": jobs_settings.engine_names(),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/django_jobs/job/overview.html", context)
@@ -268,7 +275,14 @@ class JobAdmin(admin.ModelAdmin):
 
         totals = dict.fromkeys(STATES, 0)
         rows = []
-        for entry in stats["queues"]:
+        paused = self.paused_queues()
+        listed = {entry["queue"] for entry in stats["queues"]}
+        # A paused queue without jobs is listed too, so that it can be resumed here.
+        extra = [{"queue": q, "states": {}, "oldest_due_age_s": None} for q in paused]
+        for entry in sorted(
+            [*stats["queues"], *(e for e in extra if e["queue"] not in listed)],
+            key=lambda e: e["queue"],
+        ):
             cells = []
             for state in STATES:
                 count = entry["states"].get(state, 0)
@@ -282,6 +296,7 @@ class JobAdmin(admin.ModelAdmin):
                     "cells": cells,
                     "total": sum(entry["states"].values()),
                     "oldest_due": duration(entry["oldest_due_age_s"]),
+                    "paused": paused.get(entry["queue"], []),
                 }
             )
         flow = throughput(THROUGHPUT_MINUTES)
