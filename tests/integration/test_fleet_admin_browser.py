@@ -103,15 +103,19 @@ def test_the_workers_page_lists_rows_and_their_heartbeat_age_moves_on(
 
     # Pause a queue from the overview: its badge shows, and the worker hears of it.
     page.goto(f"{web}/admin/django_jobs/job/overview/")
-    live_row = page.locator('tr[data-queue="live"]')
-    live_row.locator('input[name="reason"]').fill("incident 42")
-    live_row.locator('input[name="pause"]').click()
+    page.select_option("#djj-pause-queue", "live")
+    page.select_option('#djj-pause-form select[name="engine"]', "default")
+    page.fill('#djj-pause-form input[name="reason"]', "incident 42")
+    page.click('#djj-pause-form input[name="pause"]')
     page.wait_for_selector('tr[data-queue="live"] .djj-paused')
     assert "incident 42" in page.locator('tr[data-queue="live"] th').inner_text()
     assert orm(lambda: sorted(fleet.paused_queues("default"))) == ["live"]
     shoot(page, "overview-paused")
-    page.locator('tr[data-queue="live"] input[name="resume"]').click()
-    page.wait_for_selector('tr[data-queue="live"] input[name="pause"]')
+    page.select_option("#djj-pause-queue", "live")
+    page.select_option('#djj-pause-form select[name="engine"]', "default")
+    page.click('#djj-pause-form input[name="resume"]')
+    page.wait_for_selector("text=is resumed")
+    assert page.locator('tr[data-queue="live"] .djj-paused').count() == 0
     assert orm(lambda: sorted(fleet.paused_queues("default"))) == []
 
     done.write_text("done")
