@@ -294,7 +294,7 @@ UNTRUSTED: dict[str, list[str]] = {
     "resume_queue": [],
 }
 
-READ_TOOLS = (
+READ_TOOLS: tuple[Callable[..., Any], ...] = (
     inspect_queues,
     inspect_job,
     list_jobs,
@@ -304,4 +304,4 @@ READ_TOOLS = (
     workers,
     queues,
 )
-ACTION_TOOLS = (retry, cancel, wake, pause_queue, resume_queue)
+ACTION_TOOLS: tuple[Callable[..., Any], ...] = (retry, cancel, wake, pause_queue, resume_queue)

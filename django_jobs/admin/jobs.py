@@ -278,7 +278,9 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
         paused = self.paused_queues()
         listed = {entry["queue"] for entry in stats["queues"]}
         # A paused queue without jobs is listed too, so that it can be resumed here.
-        extra = [{"queue": q, "states": {}, "oldest_due_age_s": None} for q in paused]
+        extra: list[dict[str, Any]] = [
+            {"queue": q, "states": {}, "oldest_due_age_s": None} for q in paused
+        ]
         for entry in sorted(
             [*stats["queues"], *(e for e in extra if e["queue"] not in listed)],
             key=lambda e: e["queue"],
