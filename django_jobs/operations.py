@@ -29,6 +29,7 @@ from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .store import Claim, get_store
+from .store.base import ClaimSkip
 from .validation import check_json, check_label
 
 
@@ -403,7 +404,8 @@ def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str
 
     The statement comes from the store, as the worker builds it, for one batch of the engine's
     concurrency; it is planned (``EXPLAIN``; SQLite: ``EXPLAIN QUERY PLAN``), never run. Over
-    a cap or a rate, or with tenants' round-robin, the worker adds exclusions to its WHERE.
+    a cap or a rate, or with tenants' round-robin, the worker adds exclusions to its WHERE;
+    the queues paused (``paused``) are passed over as the workers pass over them.
     """
     if engine not in jobs_settings.engine_names():
         raise UnknownEngine(
@@ -413,6 +415,7 @@ def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str
     store = get_store()
     now = clock.now()
     queues = [queue] if queue else None
+    paused = sorted(fleet.paused_queues(engine, using=jobs_settings.DATABASE))
     sql, params = store.claim_statement(
         Claim(
             engine=engine,
@@ -421,12 +424,14 @@ def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str
             now=now,
             leased_until=now + jobs_settings.lease,
             queues=queues,
+            skip=ClaimSkip(queues=paused) if paused else None,
         )
     )
     return {
         "database": store.vendor,
         "engine": engine,
         "queues": queues,
+        "paused": paused,
         "due": store.count_due(engine=engine, now=now),
         "sql": sql,
         "params": [_param_json(p) for p in params],

@@ -265,3 +265,13 @@ def test_a_pause_and_a_resume_are_heard_by_listening_workers_once_committed():
         assert listener.wait_notifications(30) == [(store.paused_channel, "default")]
     finally:
         listener.close()
+
+
+@pytest.mark.django_db
+def test_explain_claim_shows_the_paused_queues_passed_over():
+    assert operations.explain_claim()["paused"] == []
+    plain = operations.explain_claim()["sql"]
+    operations.pause_queue("mail")
+    explained = operations.explain_claim()
+    assert explained["paused"] == ["mail"] and "mail" in explained["params"]
+    assert explained["sql"] != plain and "NOT (queue" in explained["sql"]
