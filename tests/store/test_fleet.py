@@ -7,6 +7,7 @@ moved with time_machine, on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from datetime import UTC, datetime, timedelta
@@ -273,5 +274,5 @@ def test_explain_claim_shows_the_paused_queues_passed_over():
     plain = operations.explain_claim()["sql"]
     operations.pause_queue("mail")
     explained = operations.explain_claim()
-    assert explained["paused"] == ["mail"] and "mail" in explained["params"]
+    assert explained["paused"] == ["mail"] and '"mail"' in json.dumps(explained["params"])
     assert explained["sql"] != plain and "NOT (queue" in explained["sql"]
