@@ -323,7 +323,7 @@ class RunnerKindsTests(TestCase):
                 [ran] = run_until_idle()
             finally:
                 unregister("unit.slowpoke")
-        assert ran.state == "failed" and "JobTimeout" in ran.error
+        assert ran.state == "failed" and "JOB_TIMEOUT: " in ran.error
 
 
 class BlockedOnDriftTests(TestCase):
