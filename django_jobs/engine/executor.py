@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -207,8 +208,11 @@ class Executor:
                 job,
                 started,
                 JobState.BLOCKED,
-                f"Kind {job.kind!r} is not registered in this deployment. Deploy code that "
-                "defines it, then retry the job; or cancel it.",
+                f"Kind {job.kind!r} is not registered in the worker that claimed it (pid "
+                f"{os.getpid()}). A worker runs the code it started with: if the kind was added "
+                "since, restart the workers (SIGHUP starts new worker processes; `runjobs "
+                "--reload` does it on every change in development), then retry the job. "
+                "Otherwise deploy code that defines it, or cancel the job.",
             )
         if (job.version or "") != (handle.version or ""):
             return self._stop(
