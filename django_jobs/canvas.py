@@ -11,6 +11,13 @@ flow, for a chain or group inside a group), and a crash anywhere replays from th
 Step names come from positions: a chain's link ``i`` is ``"i.spawn"`` then ``"i.gather"``
 (nested: ``"1.0.spawn"``); a group spawns its members in runs of the same kind and options
 (``"spawn.0"``, ``"spawn.1"``, ...) then gathers them all (``"gather"``).
+
+What a Celery canvas means is kept: every member is a job of its own, keyed by its place in
+the flow (``flow:<flow id>:<step>:<n>``), so equal members never dedupe against each other
+(the flow's own key still dedupes the flow); the flow runs on its first member's queue and
+engine unless ``enqueue(queue=)`` says otherwise, so a worker that serves only the members'
+queue runs the whole flow; and the flow's ``expires`` applies to each member not started by
+then as well.
 """
 
 from __future__ import annotations
@@ -18,8 +25,11 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from . import clock
+from .durations import parse_duration
 from .exceptions import InvalidPayload
 from .registry import JobHandle, job, lookup
 from .signature import NOT_MEMBER_OPTIONS, Signature, decode_options, encode_options
@@ -190,6 +200,23 @@ def validate_canvas(node: Any, path: str = "flow", *, in_group: bool = False) ->
             ) from exc
 
 
+def first_member_place(node: Any) -> tuple[str, str]:
+    """Where a flow runs by default: its first member's queue and engine (the first link of
+    a chain, the first member of a group, down to a signature); ``default`` for an empty
+    canvas. The flow kind's ``place``, applied at admission by every door."""
+    while isinstance(node, dict) and "kind" not in node:
+        members = node.get("chain", node.get("group"))
+        if not isinstance(members, list) or not members:
+            return "default", "default"
+        node = members[0]
+    if not isinstance(node, dict) or not isinstance(node.get("kind"), str):
+        return "default", "default"  # not a canvas: admission's validation says so
+    handle = lookup(node["kind"])
+    options = node.get("options")
+    queue = options.get("queue") if isinstance(options, dict) else None
+    return (queue if isinstance(queue, str) and queue else handle.queue), handle.engine
+
+
 def checked_at_admission(payload: Any) -> None:
     """The flow's ``capture``: validates the canvas when the flow is admitted, by any door
     (``chain(...).enqueue()``, ``django_jobs.enqueue``, the API), and captures nothing. Not an
@@ -210,6 +237,9 @@ def checked_at_admission(payload: Any) -> None:
 def run_flow(ctx: Any) -> Any:
     """Run the canvas in the payload; a flow spawned by a flow starts from its ``previous``."""
     return _run(ctx, ctx.payload, "", ctx.previous)
+
+
+run_flow.place = first_member_place
 
 
 def _run(ctx: Any, node: dict[str, Any], path: str, previous: Any) -> Any:
@@ -250,14 +280,42 @@ def _spawn(ctx: Any, name: str, run: list[dict[str, Any]], previous: Any) -> lis
     if "kind" not in first:
         # A sub-flow's key names its place, so two equal sub-canvases are two flows.
         key = f"flow:{ctx.job.pk}:{name}"
-        return list(ctx.step.spawn(name, FLOW_KIND, first, previous=previous, idempotency_key=key))
+        expires = _member_expiry(ctx.job.expires_at, {})
+        return list(
+            ctx.step.spawn(
+                name, FLOW_KIND, first, previous=previous, idempotency_key=key, expires=expires
+            )
+        )
     options = decode_options(first.get("options"))
     payloads = [
         p
         for member in run
         for p in (member["payloads"] if "payloads" in member else [member.get("payload")])
     ]
+    if "idempotency_key" not in options:
+        # Each member is its own job, keyed by its place: equal members never collapse.
+        options["idempotency_keys"] = [
+            f"flow:{ctx.job.pk}:{name}:{n}" for n in range(len(payloads))
+        ]
+    options["expires"] = _member_expiry(ctx.job.expires_at, options)
     return list(ctx.step.spawn(name, first["kind"], payloads, previous=previous, **options))
+
+
+def _member_expiry(flow_expires_at: datetime | None, options: dict[str, Any]) -> Any:
+    """A member's ``expires``: its own, or the flow's instant when that comes first (the
+    flow's ``expires`` applies to every member not started by then)."""
+    own = options.get("expires")
+    if flow_expires_at is None:
+        return own
+    if own is None:
+        return flow_expires_at
+    if not isinstance(own, datetime):
+        when = options.get("run_at")
+        if not isinstance(when, datetime):
+            delay = options.get("delay")
+            when = clock.now() + (parse_duration(delay, name="delay") if delay else timedelta())
+        own = when + parse_duration(own, name="expires")
+    return min(own, flow_expires_at)
 
 
 __all__ = ["FLOW_KIND", "Chain", "Group", "chain", "encode_options", "group", "validate_canvas"]

@@ -54,6 +54,10 @@ class JobHandle:
     on: str | None = None
     rate: str | None = None
     hooks: Hooks | None = None
+    #: Where a job of this kind runs when its enqueue names no queue: ``(queue, engine)``
+    #: from its payload. None: the kind's own ``queue`` and ``engine``. The built-in flow kind
+    #: runs on its first member's (``django_jobs.canvas``).
+    place: Callable[[Any], tuple[str, str]] | None = None
 
     @cached_property
     def is_async(self) -> bool:

@@ -50,8 +50,12 @@ def admit(
     after_current: bool = False,
     parent: int | None = None,
     expires: Duration | datetime | None = None,
+    idempotency_keys: Sequence[str] | None = None,
 ) -> list[Job]:
     """Insert one job per payload in one round trip; dedupe on live idempotency keys.
+
+    ``idempotency_keys``: one key per payload (a flow keys each member by its position, so
+    equal members do not dedupe against each other); ``idempotency_key`` is one for all.
 
     ``parent``: the id of the job spawning these (``ctx.step.spawn``, which also counts them
     on the parent's row); None for a top-level job. ``expires``: a job not started by then
@@ -75,9 +79,15 @@ def admit(
         check_label(str(queue), what="queue")
     if idempotency_key is not None:
         check_key(idempotency_key)
+    if idempotency_keys is None:
+        keys: Sequence[str | None] = [idempotency_key] * len(payloads)
+    else:
+        keys = [check_key(key) for key in idempotency_keys]
+        if len(keys) != len(payloads):
+            raise ValueError(f"{len(keys)} idempotency keys for {len(payloads)} payloads.")
     rows = [
-        _new_job(handle, payload, now, when, owner_id, tenant, queue, priority, idempotency_key)
-        for payload in payloads
+        _new_job(handle, payload, now, when, owner_id, tenant, queue, priority, key)
+        for payload, key in zip(payloads, keys, strict=True)
     ]
     for row in rows:
         row.parent_id, row.expires_at = parent, expires_at
@@ -123,7 +133,29 @@ def _behind(
             "`return ctx.requeue(reason, after=...)` to run this job again later.",
             job=current,
         )
+    if any(_repeats(row, current) for row in rows):
+        # Its key differs (the running job came from a schedule, or with a key of its own),
+        # but the new job would enqueue these arguments again from inside itself and hit its
+        # own key there: fail now, on the first loop, rather than on the second.
+        raise JobDuplicate(
+            f"Job #{current.pk} ({current.kind!r}) is enqueueing itself with the same payload: "
+            f"the new job would hold the key {rows[0].idempotency_key!r} and enqueue that key "
+            "again from inside itself. Pass after_current=True to queue it behind this one, "
+            "or `return ctx.requeue(reason, after=...)` to run this job again later.",
+            job=current,
+        )
     return None
+
+
+def _repeats(row: NewJob, current: Job) -> bool:
+    """``row`` is the running job enqueued again: same kind, owner and payload, keyed."""
+    return (
+        row.parent_id is None
+        and row.idempotency_key is not None
+        and row.kind == current.kind
+        and (row.owner_id or 0) == (current.owner_id or 0)
+        and row.payload == current.payload
+    )
 
 
 def _pending_job(row: NewJob) -> Job:
@@ -312,10 +344,11 @@ def _new_job(
         captured = handle.capture(validated)
         captured_json = ensure_json(captured, what=f"capture of {handle.kind!r}")
     key = idempotency_key if idempotency_key is not None else handle.key_for(payload)
+    home, engine = (handle.queue, handle.engine) if handle.place is None else handle.place(payload)
     return NewJob(
         kind=handle.kind,
-        queue=queue or handle.queue,
-        engine=handle.engine,
+        queue=queue or home,
+        engine=engine,
         payload=payload,
         owner_id=owner_id,
         tenant=tenant,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
 from .. import clock
 from ..conf import jobs_settings
-from ..durations import Duration, parse_duration
+from ..durations import Duration, format_duration, parse_duration
 from ..exceptions import Cancelled, JobTimeout
 from ..validation import storable_text
 from .hooks import Hooks
@@ -58,6 +58,11 @@ class LiveState(Running):
         # What the outcome took (new log lines, progress changed) for the worker to publish.
         self.final: tuple[list[str], bool] = ([], False)
         self.deadline: datetime | None = None
+        self.timeout: timedelta | None = None  # the kind's, that set ``deadline``
+        #: ``ctx.check_cancelled()`` raised ``JobTimeout`` in the runner (or an ``async def``
+        #: runner was cancelled by its timeout): if the runner then returns, it caught it and
+        #: cleaned up, and the attempt succeeds with what it returned (Celery's soft limit).
+        self.timeout_raised = False
         # For the recorder: the kind's hooks (None: none to call) and the exception the run
         # failed with.
         self.hooks: Hooks | None = None
@@ -177,7 +182,12 @@ class JobContext:
         if self.live.cancel_requested:
             raise Cancelled(f"Job #{self.job.pk} was cancelled; stop and return.")
         if self.timed_out:
-            raise JobTimeout(f"Job #{self.job.pk} passed its timeout; stop and return.")
+            self.live.timeout_raised = True
+            limit = f" of {format_duration(self.live.timeout)}" if self.live.timeout else ""
+            raise JobTimeout(
+                f"Job #{self.job.pk} ran past its timeout{limit}; stop and return (a runner "
+                "that catches this, cleans up and returns succeeds with what it returns)."
+            )
 
     async def acheck_cancelled(self) -> None:
         await sync_to_async(self.check_cancelled)()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -16,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 
 from .. import clock
-from ..durations import parse_duration
+from ..durations import format_duration, parse_duration
 from ..exceptions import (
     Blocked,
     Cancelled,
     ChildFailed,
     InvalidPayload,
     InvalidResult,
+    JobDuplicate,
     JobTimeout,
     MaxAttempts,
     RetryLater,
@@ -116,7 +118,39 @@ def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
     frames = "".join(traceback.format_tb(exc.__traceback__))
     if for_log:
         message, frames = printable(message), printable(frames, keep_newlines=True)
-    return f"{type(exc).__name__}: {message}{TRACEBACK_MARKER}\n{frames}"
+    # A time limit says so with its code, as the error's first line: "JOB_TIMEOUT: ...".
+    name = JobTimeout.code if isinstance(exc, JobTimeout) else type(exc).__name__
+    return f"{name}: {message}{TRACEBACK_MARKER}\n{frames}"
+
+
+def _first_line(text: str) -> str:
+    return text.partition(TRACEBACK_MARKER)[0].split("\n", 1)[0]
+
+
+def _spent(job: Job, exc: BaseException, text: str) -> str:
+    """A dead letter's error: the ``MAX_ATTEMPTS`` line quotes the last error's first line; a
+    job whose last attempt ran past its time limit says so first (``JOB_TIMEOUT: ...``)."""
+    timed_out = isinstance(exc, JobTimeout)
+    quoted = "" if timed_out else f" (last error: {_first_line(text)})"
+    spent = MaxAttempts(
+        f"Retries are spent after {job.attempts} attempt(s){quoted}; the job is a dead letter. "
+        "Fix the cause, then retry it (`manage.py jobs retry ID`)."
+    )
+    head = f"{_first_line(text)}\n" if timed_out else ""
+    return f"{head}{spent.code}: {spent.message}\nLast error: {text}"
+
+
+def _not_retried(job: Job, handle: JobHandle, exc: BaseException, text: str) -> str:
+    """The error of a failure whose type ``Retry(on=...)`` does not list: why it was final."""
+    listed = ", ".join(kind.__name__ for kind in handle.retry.on)
+    cause = _first_line(text)
+    head = f"{cause}\n" if isinstance(exc, JobTimeout) else ""
+    return (
+        f"{head}NOT_RETRIED: {type(exc).__name__} is not retried: Retry(on=({listed})) of "
+        f"{handle.kind!r} retries only those types, so attempt {job.attempts} failed the job "
+        "at once. Fix the cause, then retry it (`manage.py jobs retry ID`), or add the type to "
+        f"on=.\nLast error: {text}"
+    )
 
 
 class Executor:
@@ -174,8 +208,11 @@ class Executor:
                 job,
                 started,
                 JobState.BLOCKED,
-                f"Kind {job.kind!r} is not registered in this deployment. Deploy code that "
-                "defines it, then retry the job; or cancel it.",
+                f"Kind {job.kind!r} is not registered in the worker that claimed it (pid "
+                f"{os.getpid()}). A worker runs the code it started with: if the kind was added "
+                "since, restart the workers (SIGHUP starts new worker processes; `runjobs "
+                "--reload` does it on every change in development), then retry the job. "
+                "Otherwise deploy code that defines it, or cancel the job.",
             )
         if (job.version or "") != (handle.version or ""):
             return self._stop(
@@ -196,16 +233,20 @@ class Executor:
                 f"The stored payload no longer validates: {exc.message} Fix it or cancel the job.",
             )
         if handle.timeout is not None:
-            live.deadline = started + handle.timeout
+            live.deadline, live.timeout = started + handle.timeout, handle.timeout
         live.hooks = handle.hooks
         ctx = JobContext(job, payload, live)
         token = CURRENT.set(live)
         try:
             value = self._call(handle, ctx, live)
-            if ctx.timed_out and handle.timeout is not None:
+            if ctx.timed_out and handle.timeout is not None and not live.timeout_raised:
+                # Past its soft limit without being told: the attempt fails, as a Celery task
+                # that never caught SoftTimeLimitExceeded. One that caught the JobTimeout
+                # raised to it and returned cleaned up and succeeds with what it returned.
                 raise JobTimeout(
-                    f"Job #{job.pk} ran past its timeout of {handle.timeout}; make it faster, "
-                    "raise timeout= on @job, or check ctx.cancelled in long loops."
+                    f"Job #{job.pk} ran past its timeout of {format_duration(handle.timeout)}; "
+                    "make it faster, raise timeout= on @job, or check ctx.cancelled in long "
+                    "loops."
                 )
         except KeyboardInterrupt:
             raise  # as in Django's Tasks: only an interrupt propagates (the worker copes)
@@ -246,12 +287,18 @@ class Executor:
         async def main() -> Any:
             CURRENT.set(running)  # the loop may run on another thread, in its own context
             try:
-                return await asyncio.wait_for(handle.func(ctx), timeout)
+                async with asyncio.timeout(timeout) as limit:
+                    value = await handle.func(ctx)
             except TimeoutError as exc:
                 raise JobTimeout(
-                    f"Job #{ctx.job.pk} ran past its timeout of {handle.timeout}; make it "
-                    "faster or raise timeout= on @job."
+                    f"Job #{ctx.job.pk} ran past its timeout of "
+                    f"{format_duration(handle.timeout or timedelta())}; make it faster or raise "
+                    "timeout= on @job."
                 ) from exc
+            if limit.expired():
+                # The runner caught the cancellation the timeout raised in it and returned.
+                ctx.live.timeout_raised = True
+            return value
 
         if self.inline:
             # The runner's ``sync_to_async`` calls come back to this thread, to its connection.
@@ -327,6 +374,12 @@ class Executor:
             run_at = exc.at
             if run_at is None and exc.after is not None:
                 run_at = now + parse_duration(exc.after, name="RetryLater after")
+        elif isinstance(exc, JobDuplicate) and getattr(exc.job, "pk", None) == job.pk:
+            # The job enqueued itself with its own key: every attempt would do the same, so
+            # none is spent on it (the mistake shows on the first run, as it would in a test).
+            outcome = self._base(job, started, JobState.FAILED, live)
+            outcome.error = cap_error(describe_exception(exc))
+            return outcome
         else:
             # Not exc_info: the message is the runner's text, escaped before it reaches a log.
             logger.info(
@@ -338,18 +391,18 @@ class Executor:
             )
             text = describe_exception(exc)
             run_at = None
+            if not handle.retry.retries(exc):
+                outcome = self._base(job, started, JobState.FAILED, live)
+                outcome.error = cap_error(_not_retried(job, handle, exc, text))
+                return outcome
         decision = handle.retry.decide(job.attempts, now, limit=job.max_attempts)
         if decision.retry:
             outcome = self._base(job, started, JobState.QUEUED, live)
             outcome.run_at = run_at or decision.run_at
             outcome.error = cap_error(text)
             return outcome
-        spent = MaxAttempts(
-            f"Retries are spent after {job.attempts} attempt(s); the job is a dead letter. "
-            "Fix the cause, then retry it (`manage.py jobs retry ID`)."
-        )
         outcome = self._base(job, started, JobState.FAILED, live)
-        outcome.error = cap_error(f"{spent.code}: {spent.message}\nLast error: {text}")
+        outcome.error = cap_error(_spent(job, exc, text))
         return outcome
 
     def _stop(self, job: Job, started: datetime, state: str, reason: str) -> Outcome:

@@ -28,6 +28,10 @@ class Retry:
     (delay * 2**n), ``linear``-ly (delay * (n+1)) or stay ``fixed``, capped at ``max_delay``.
     With ``jitter`` the delay is "equal jitter": half fixed, half random, so failing jobs do
     not retry in lockstep.
+
+    ``on``: the exception types that retry (and their subclasses), as Celery's
+    ``autoretry_for``; any other exception fails the job at once, its error saying it was not
+    retried and why. The default, ``(Exception,)``, retries every failure.
     """
 
     attempts: int
@@ -35,6 +39,7 @@ class Retry:
     delay: timedelta
     max_delay: timedelta
     jitter: bool
+    on: tuple[type[BaseException], ...]
     _rng: random.Random = field(compare=False, repr=False)
 
     def __init__(
@@ -44,6 +49,7 @@ class Retry:
         delay: Duration = "1s",
         max_delay: Duration = "1h",
         jitter: bool = True,
+        on: type[BaseException] | tuple[type[BaseException], ...] = (Exception,),
     ) -> None:
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"Retry(attempts={attempts!r}): attempts must be an integer >= 1.")
@@ -56,6 +62,7 @@ class Retry:
         object.__setattr__(self, "delay", parse_duration(delay, name="Retry delay"))
         object.__setattr__(self, "max_delay", parse_duration(max_delay, name="Retry max_delay"))
         object.__setattr__(self, "jitter", bool(jitter))
+        object.__setattr__(self, "on", _exception_types(on))
         object.__setattr__(self, "_rng", random.Random())
 
     def base_delay_ms(self, failed_attempt: int) -> int:
@@ -82,6 +89,13 @@ class Retry:
         half = base / 2
         return int(half + self._rng.uniform(0, half))
 
+    def retries(self, exc: BaseException) -> bool:
+        """Whether a failure raising ``exc`` may be retried at all (``on``). ``on`` chooses
+        among exceptions; what is not one (``SystemExit`` from a runner that called exit(), a
+        crash of its thread) is an attempt lost, retried within ``attempts`` whatever ``on``
+        says, as it always was."""
+        return not isinstance(exc, Exception) or isinstance(exc, self.on)
+
     def decide(self, attempt: int, now: datetime, *, limit: int | None = None) -> RetryDecision:
         """After attempt number ``attempt`` failed at ``now``: retry, or give up.
 
@@ -104,4 +118,22 @@ class Retry:
             "max_delay_ms": int(self.max_delay.total_seconds() * 1000),
             "jitter": self.jitter,
             "schedule_ms": self.schedule(),
+            "on": [_qualified_name(kind) for kind in self.on],
         }
+
+
+def _exception_types(
+    on: type[BaseException] | tuple[type[BaseException], ...],
+) -> tuple[type[BaseException], ...]:
+    types = on if isinstance(on, tuple) else (on,)
+    if not types or not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+        raise ValueError(
+            f"Retry(on={on!r}): pass an exception class or a tuple of them, as Celery's "
+            "autoretry_for, e.g. on=(ConnectionError, smtplib.SMTPException)."
+        )
+    return types
+
+
+def _qualified_name(kind: type[BaseException]) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"

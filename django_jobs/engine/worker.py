@@ -33,6 +33,7 @@ from django.db import DatabaseError, connections
 
 from .. import clock
 from ..conf import jobs_settings
+from ..durations import format_duration
 from ..exceptions import JobTimeout
 from ..models import Job, WorkerState
 from ..printable import printable
@@ -570,7 +571,8 @@ class Worker:
         if now < entry[1].deadline + hang_grace(handle.timeout):
             return
         error = JobTimeout(
-            f"Job #{job.pk} ran past its timeout of {handle.timeout} and did not stop; its "
+            f"Job #{job.pk} ran past its timeout of {format_duration(handle.timeout)} and did "
+            "not stop; its "
             "thread was abandoned. Check ctx.cancelled in long loops and give blocking calls "
             "timeouts of their own."
         )

@@ -165,7 +165,7 @@ def test_misbehaving_runners_in_a_busy_fleet_leave_the_other_jobs_exactly_once(
     assert_exactly_once(ids)
     errors = {name: Job.objects.get(pk=job.pk) for name, job in bad.items()}
     assert {job.state for job in errors.values()} == {"failed"}
-    assert "JobTimeout" in errors["hang"].error and "abandoned" in errors["hang"].error
+    assert "JOB_TIMEOUT: " in errors["hang"].error and "abandoned" in errors["hang"].error
     assert "stopped heartbeating" in errors["exit"].error
     assert "MemoryError" in errors["hog"].error
     assert "raised while handling the first error" in errors["except"].error

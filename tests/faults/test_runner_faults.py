@@ -61,7 +61,7 @@ def test_a_runner_that_ignores_its_timeout_is_abandoned_and_the_rest_run(spawn, 
     assert exit_code(worker) == 0, worker.output()
     stuck = reloaded(stuck)
     assert stuck.state == "failed"
-    assert "JobTimeout" in stuck.error and "abandoned" in stuck.error
+    assert "JOB_TIMEOUT: " in stuck.error and "abandoned" in stuck.error
     assert states(behind) == {"succeeded": 3}
     assert Counter(Execution.objects.values_list("label", flat=True)) == {
         "hang-start": 1,

@@ -108,3 +108,40 @@ def test_a_batch_loop_enqueueing_itself_behind_runs_every_batch_in_a_worker(spaw
     assert [r.result for r in runs] == [4, 3, 2, 1]
     assert {r.state for r in runs} == {"succeeded"}
     assert all(a.ended_at <= b.started_at for a, b in itertools.pairwise(runs))
+
+
+def test_a_worker_of_the_members_queue_alone_finishes_the_flow(spawn):
+    flow = chain(
+        canvas_add.s({"n": 1}, queue="webhooks"),
+        group(canvas_add.s({"n": 2}, queue="webhooks"), canvas_add.s({"n": 2}, queue="webhooks")),
+    ).enqueue()
+    worker = spawn("runjobs", "--queues", "webhooks", "--burst", "--concurrency", "2")
+    assert worker.wait() == 0, worker.output()
+    row = Job.objects.get(pk=flow.pk)
+    assert row.queue == "webhooks"
+    assert row.state == "succeeded", (row.state, worker.output())
+    assert row.result == [3, 3]
+
+
+def test_a_group_of_100_equal_members_under_kill_9_runs_each_once_and_the_body_once(spawn):
+    flow = chain(
+        group(canvas_add.s({"n": 1, "pause": 0.03}) for _ in range(100)),
+        canvas_total.s({"tag": "equal"}),
+    ).enqueue()
+    worker = spawn("runjobs", "--concurrency", "2", env=SHORT_LEASE)
+    wait_until(lambda: sum(effect_counts("canvas.add").values()) >= 20, message=worker.output())
+    kill(worker)
+    assert sum(effect_counts("canvas.add").values()) < 100, "ended before the kill: slow it down"
+    again = spawn("runjobs", "--concurrency", "2", env=SHORT_LEASE)
+    wait_until(lambda: ended(flow.pk), timeout=120, message=again.output())
+    row = Job.objects.get(pk=flow.pk)
+    assert row.state == "succeeded", row.error
+    assert row.result == {"sum": 100, "count": 100}
+    members = Job.objects.filter(parent_id=flow.pk, kind="canvas.add")
+    assert members.count() == 100
+    per_member = Counter(
+        Execution.objects.filter(label="canvas.add:1").values_list("job_id", flat=True)
+    )
+    assert set(per_member) == set(members.values_list("pk", flat=True))
+    assert set(per_member.values()) == {1}  # each member's effect exactly once
+    assert effect_counts("canvas.total") == {"canvas.total:equal": 1}  # the body once

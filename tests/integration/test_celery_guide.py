@@ -56,3 +56,40 @@ def test_the_page_states_the_default_retry_policy():
     text = PAGE.read_text()
     assert Retry().attempts == 3
     assert "**3 attempts**" in text and "`retry=Retry(attempts=1)`" in text
+
+
+#: What SPEC §14 asks the guide's table to map, each with a row (and its section an example).
+CELERY_FEATURES = [
+    "soft_time_limit",
+    "time_limit",
+    "ignore_result",
+    "default_retry_delay",
+    "max_retries",
+    "MaxRetriesExceededError",
+    "autoretry_for",
+    "retry_backoff",
+    "retry_jitter",
+    "compression",
+    "CELERY_TIMEZONE",
+    "custom beat schedule class",
+    "a flow's queue",
+]
+
+
+def table_rows() -> list[str]:
+    text = PAGE.read_text()
+    table = text[text.index("## The table") : text.index("\n## ", text.index("## The table") + 1)]
+    return [line for line in table.splitlines() if line.startswith("| ")]
+
+
+@pytest.mark.parametrize("feature", CELERY_FEATURES)
+def test_the_table_has_a_row_for_each_celery_feature_with_a_link_to_its_example(feature):
+    rows = [row for row in table_rows() if feature in row.split(" | ")[0]]
+    assert rows, f"no row of the table names {feature!r} in its Celery column"
+    anchors = {
+        re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-")
+        for heading in re.findall(r"^## (.+)$", PAGE.read_text(), re.M)
+    }
+    for row in rows:
+        for anchor in re.findall(r"\]\(#([^)]+)\)", row):
+            assert anchor in anchors, f"the row for {feature!r} links to #{anchor}, not a heading"

@@ -323,7 +323,7 @@ class RunnerKindsTests(TestCase):
                 [ran] = run_until_idle()
             finally:
                 unregister("unit.slowpoke")
-        assert ran.state == "failed" and "JobTimeout" in ran.error
+        assert ran.state == "failed" and "JOB_TIMEOUT: " in ran.error
 
 
 class BlockedOnDriftTests(TestCase):
@@ -339,6 +339,9 @@ class BlockedOnDriftTests(TestCase):
         run_until_idle()
         rows = {j.pk: j for j in Job.objects.all()}
         assert rows[gone.pk].state == "blocked" and "not registered" in rows[gone.pk].error
+        # A kind added after the worker started: the error says to restart the workers.
+        assert "runs the code it started with" in rows[gone.pk].error
+        assert "restart the workers" in rows[gone.pk].error and "--reload" in rows[gone.pk].error
         assert rows[drift.pk].state == "blocked" and "version" in rows[drift.pk].error
         assert (
             rows[invalid.pk].state == "blocked" and "no longer validates" in rows[invalid.pk].error

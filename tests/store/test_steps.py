@@ -239,7 +239,7 @@ class EventTests(StepKinds):
             assert ran.state == "waiting" and ran.run_at == T0 + timedelta(hours=1)
             clock.shift(timedelta(hours=1))
             [timed_out] = run_until_idle()
-        assert timed_out.state == "failed" and "JobTimeout" in timed_out.error
+        assert timed_out.state == "failed" and "JOB_TIMEOUT: " in timed_out.error
 
     def test_emit_admits_on_handlers_and_a_rollback_admits_nothing(self):
         self.define("unit.on_signup", lambda ctx: ctx.payload["user"], on="user.signed_up")

@@ -243,7 +243,7 @@ class FailureTests(WorkflowKinds):
             clock.move_to(T0 + timedelta(minutes=11))
             run_until_idle()
             parent.refresh_from_db()
-            assert parent.state == "failed" and "JobTimeout" in parent.error
+            assert parent.state == "failed" and "JOB_TIMEOUT: " in parent.error
             kid = Job.objects.get(parent=parent)
             assert kid.state == "queued"
             clock.move_to(T0 + timedelta(hours=2))
