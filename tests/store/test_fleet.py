@@ -16,6 +16,9 @@ import pytest
 import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.django import TestCase as HypothesisTestCase
 
 import django_jobs
 from django_jobs import operations
@@ -276,3 +279,23 @@ def test_explain_claim_shows_the_paused_queues_passed_over():
     explained = operations.explain_claim()
     assert explained["paused"] == ["mail"] and '"mail"' in json.dumps(explained["params"])
     assert explained["sql"] != plain and "NOT (queue" in explained["sql"]
+
+
+class PauseNamesTests(HypothesisTestCase):
+    """Whatever text a queue name or a reason holds: refused with a message saying what to do,
+    or paused, listed and resumed exactly as given; never a stored row that breaks a read."""
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(name=st.text(max_size=120), reason=st.text(max_size=50))
+    def test_a_pause_is_refused_or_round_trips(self, name: str, reason: str) -> None:
+        try:
+            paused = operations.pause_queue(name, reason=reason)
+        except InvalidPayload as exc:
+            assert exc.message and not PausedQueue.objects.exists()
+            return
+        assert (paused["queue"], paused["reason"]) == (name, reason)
+        assert fleet.paused_queues("default") == frozenset({name})
+        [row] = [q for q in operations.queues() if q["paused"]]
+        assert (row["queue"], row["reason"]) == (name, reason)
+        assert operations.resume_queue(name)["resumed"] is True
+        assert not PausedQueue.objects.exists()
