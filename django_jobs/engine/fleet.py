@@ -13,7 +13,7 @@ Paused queues (``django_jobs.models.PausedQueue``): a row per (engine, queue). W
 the paused set of their engine in memory and pass it to the claim as queues to skip, so a claim
 costs nothing more while no queue is paused. ``pause`` and ``resume`` tell the workers: on
 PostgreSQL a NOTIFY (``Store.notify_paused``) makes each worker read the set again at once;
-elsewhere workers read it at the poll interval, at most every second.
+elsewhere workers read it every half second (at most half the poll interval).
 """
 
 from __future__ import annotations

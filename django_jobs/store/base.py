@@ -541,7 +541,7 @@ class Store:
     def notify_paused(self, engines: set[str]) -> None:
         """Tell the workers of ``engines`` that a queue was paused or resumed, once the current
         transaction commits. Only where ``supports_listen``: elsewhere workers read the paused
-        queues at the poll interval (at most every second)."""
+        queues every half second."""
 
     # -- claiming -----------------------------------------------------------------------------
 
