@@ -2,10 +2,11 @@
 
 * ``MemberRateThrottle``: a member's submits and schedule creations share one budget,
   ``JOBS["MEMBER_RATE"]`` (default ``"60/m"``). Operators are not throttled.
-* ``check_failed_credentials``/``count_failed_credentials`` (``django_jobs.throttling``):
-  refused credentials cost a password hash each (hundreds of milliseconds, on purpose); past
-  ``JOBS["AUTH_FAILURE_RATE"]`` refusals from one client address, requests from it that carry
-  credentials are answered 429 before any hashing, until the budget is whole again.
+* ``check_failed_credentials``/``accepted_credentials`` (``django_jobs.throttling``):
+  refused credentials cost a password hash each (hundreds of milliseconds, on purpose); each
+  check takes a unit of ``JOBS["AUTH_FAILURE_RATE"]`` per client address before hashing, and
+  accepted credentials give it back; once refusals spent it, requests from that address that
+  carry credentials are answered 429 before any hashing, until the budget is whole again.
 
 Both are counted in the jobs database (``django_jobs.throttling``), so they hold across web
 processes without a shared cache. ``throttling.credentials_user`` applies the same budget to

@@ -62,7 +62,7 @@ from ..serialize import (
     view_for,
 )
 from ..states import JobState
-from ..throttling import check_failed_credentials, count_failed_credentials
+from ..throttling import accepted_credentials, check_failed_credentials
 from ..validation import key_problem, storable_text
 from .errors import (
     ConflictError,
@@ -170,12 +170,16 @@ class JobsAPIMixin:
         if "HTTP_AUTHORIZATION" not in request.META:
             request.user  # noqa: B018 - authenticates (a session, or nobody)
             return
-        check_failed_credentials(request)
+        check_failed_credentials(request)  # takes a unit of the refusals' budget
+        refused = False
         try:
             request.user  # noqa: B018 - authenticates
         except AuthenticationFailed:
-            count_failed_credentials(request)
+            refused = True  # the unit stays spent
             raise
+        finally:
+            if not refused:
+                accepted_credentials(request)
 
     def get_throttles(self) -> list[BaseThrottle]:
         throttles: list[BaseThrottle] = list(super().get_throttles())  # type: ignore[misc]
