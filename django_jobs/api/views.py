@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import translation
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.settings import patched_settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import serializers, status
@@ -74,7 +75,7 @@ from .errors import (
     TooLargeError,
     exception_handler,
 )
-from .openapi import AutoSchema, extend_schema, extend_schema_view
+from .openapi import AutoSchema, extend_schema, extend_schema_view, schema_language
 from .pagination import JobsPagination
 from .parsers import BoundedJSONParser, check_content_length, check_json_body
 from .permissions import CanRetryJob, DenyAll, IsOperator, IsSignedIn
@@ -725,7 +726,9 @@ class SchemaView(SpectacularAPIView):
     """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON.
 
     The schema is built once per process and language (building it takes a good part of a
-    second): ``built`` holds it until a setting changes. Refusals are the API's JSON errors
+    second): ``built`` holds it until a setting changes. The languages are those of
+    ``settings.LANGUAGES`` only (``openapi.schema_language``): ``?lang=`` names one, anything
+    else is the default language. Refusals are the API's JSON errors
     (``?format=xml`` is a 404 saying which formats there are).
     """
 
@@ -751,7 +754,10 @@ class SchemaView(SpectacularAPIView):
 
     @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+        # Not drf-spectacular's ``get``: it activates any ``?lang=`` it is sent.
+        language = schema_language(request.query_params.get("lang"))
+        with patched_settings(self.custom_settings), translation.override(language):
+            return self._get_schema_response(request)
 
     def _get_schema_response(self, request: Request) -> Response:
         language = translation.get_language() or ""
