@@ -63,10 +63,11 @@ def spend(key: str, rate: str, *, now: datetime | None = None) -> float | None:
             continue
         if until - moment > 2 * window:
             # Spending never moves ``until`` further than a window ahead of the moment it was
-            # spent at: the clock went back since (a corrected system clock, a test's moved
-            # clock). The budget counts as spent as of now, shut for one window at most,
-            # never whole: a reading is never a reason to hand the budget out again.
-            rows.filter(key=key, until=until).update(until=moment + window)
+            # spent at, and a moment read a little late (another request spent in between)
+            # is behind by far less than a window: the clock itself went back (a corrected
+            # system clock, a test's moved clock). The budget is whole again rather than shut
+            # for the gap. Nothing short of that resets it.
+            rows.filter(key=key, until=until).update(until=moment)
             continue
         start = max(min(until, moment + window), moment)
         if start - moment > tolerance:
