@@ -87,6 +87,9 @@ KIND_NOT_ALLOWED = (
 OPERATOR_ONLY = (
     "Only operators may set a schedule's queue or priority. Leave them out to use the kind's own."
 )
+#: The shortest time between two firings of a member's schedule: more often would multiply
+#: the member's rate (``JOBS["MEMBER_RATE"]``) by the number of their schedules.
+MEMBER_MIN_INTERVAL = timedelta(minutes=1)
 NOT_YOURS = (
     "Members add, change and delete their own schedules only, and own what they add. Leave "
     "the owner out, or ask an operator."
@@ -100,6 +103,7 @@ __all__ = [
     "check_cron",
     "check_every",
     "check_expires",
+    "check_member_timing",
     "check_name",
     "check_payload",
     "check_priority",
@@ -301,6 +305,46 @@ def _check_owner(by: Any, owner_id: Any) -> None:
         raise ScheduleNotAllowed(NOT_YOURS)
 
 
+def _is_member(user: Any) -> bool:
+    return user is not None and not is_operator(user)
+
+
+def check_member_timing(by: Any, cron: str, every: timedelta | None) -> None:
+    """A member's schedule fires at most once a minute: ``every`` of at least a minute, and
+    no seconds field in ``cron`` (``InvalidSchedule``). Operators and the trusted caller
+    schedule as often as they like."""
+    if not _is_member(by):
+        return
+    if every is not None and every < MEMBER_MIN_INTERVAL:
+        raise InvalidSchedule(
+            f"every={every.total_seconds():g}s: a member's schedule fires at most once a "
+            'minute. Use "1m" or more, or ask an operator for a faster one.',
+            field="every",
+        )
+    if cron and len(cron.split()) > 5:
+        raise InvalidSchedule(
+            "A member's schedule fires at most once a minute: write cron with 5 fields (no "
+            'seconds field), e.g. "*/5 * * * *", or ask an operator for a faster one.',
+            field="cron",
+        )
+
+
+def _check_member_count(by: Any, owner_id: Any, alias: str) -> None:
+    """A member owns at most ``JOBS["MEMBER_SCHEDULES"]`` schedules. Called in the transaction
+    that adds one: the owner's rows are locked first (PostgreSQL), so two additions at once
+    are counted one after the other."""
+    limit = jobs_settings.MEMBER_SCHEDULES
+    if limit is None or not _is_member(by):
+        return
+    owned = Schedule.objects.using(alias).select_for_update().filter(owner_id=owner_id)
+    count = len(owned.values_list("pk", flat=True))
+    if count >= limit:
+        raise InvalidSchedule(
+            f'You own {count} schedules, the most a member may (JOBS["MEMBER_SCHEDULES"] is '
+            f"{limit}). Delete one you no longer need, or ask an operator."
+        )
+
+
 def owner_refusal(owner: Any, handle: JobHandle) -> str | None:
     """Why ``owner`` may no longer have ``handle`` fired for them; ``None`` if they may.
 
@@ -403,6 +447,7 @@ def create(
     _check_owner(by, owner_id)
     _check_options(by, {"queue": queue, "priority": priority})
     expr, interval = check_timing(cron, every)
+    check_member_timing(by, expr, interval)
     if interval is not None and tz is None:
         tz = EVERY_TZ
     fields = {
@@ -428,7 +473,7 @@ def create(
         checked_until=now,
     )
     row.next_run_at = next_run(row.cron, row.tz, now, row.every) if row.enabled else None
-    _save(row, by=by)
+    _save(row, by=by, new=True)
     return row
 
 
@@ -452,6 +497,7 @@ def update(schedule: Schedule, changes: Mapping[str, Any], *, by: Any = None) ->
         values["cron"], values["every"] = check_timing(
             values.get("cron", schedule.cron), values.get("every", schedule.every)
         )
+        check_member_timing(by, values["cron"], values["every"])
     if "owner" in values:
         values["owner_id"] = getattr(values.pop("owner"), "pk", changes["owner"])
         _check_owner(by, values["owner_id"])
@@ -537,10 +583,18 @@ def _write(schedule: Schedule, values: dict[str, Any], *, by: Any = None) -> Non
         raise
 
 
-def _save(schedule: Schedule, update_fields: list[str] | None = None, *, by: Any = None) -> None:
+def _save(
+    schedule: Schedule,
+    update_fields: list[str] | None = None,
+    *,
+    by: Any = None,
+    new: bool = False,
+) -> None:
     alias = jobs_settings.DATABASE
     try:
         with transaction.atomic(using=alias):
+            if new:
+                _check_member_count(by, schedule.owner_id, alias)
             schedule.save(using=alias, update_fields=update_fields)
     except IntegrityError:
         # Names are unique per owner: this names only the owner's own schedules.
