@@ -48,6 +48,7 @@ from ..exceptions import (
     PayloadTooLarge,
     RetryNotAllowed,
     ScheduleNotAllowed,
+    UnknownKind,
     UnknownStep,
 )
 from ..models import Job, Schedule
@@ -229,6 +230,16 @@ def _too_large(exc: PayloadTooLarge) -> TooLargeError:
     return TooLargeError(exc.message, code="PAYLOAD_TOO_LARGE")
 
 
+def _unknown_kind(kind: str) -> InvalidRequestError:
+    """An operator's submit of a kind nobody registered: 400 naming the known kinds."""
+    known = ", ".join(sorted(h.kind for h in all_handles())[:50]) or "none"
+    return InvalidRequestError(
+        f"No job kind {kind!r} is registered; pick one the code defines ({known}).",
+        code="UNKNOWN_KIND",
+        errors={"kind": [f"No job kind {kind!r} is registered."]},
+    )
+
+
 def _payload_error(exc: InvalidPayload) -> InvalidRequestError:
     errors = exc.errors if exc.errors is not None else [exc.message]
     return InvalidRequestError(
@@ -297,6 +308,9 @@ class JobFilterSerializer(serializers.Serializer):
 class JobViewSet(JobsAPIMixin, GenericViewSet):
     """Jobs: list, submit, inspect, cancel and retry; the kinds manifest and queue stats."""
 
+    #: Submits and retries add work: both spend the member's rate (``JOBS["MEMBER_RATE"]``).
+    throttled_actions: ClassVar[frozenset[str]] = frozenset({"create", "retry"})
+
     serializer_class = JobSerializer
     #: What makes a job's JSON large: a list page is bounded by their size (JobsPagination).
     page_bytes_of: ClassVar[list[str]] = ["payload", "result"]
@@ -352,6 +366,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         if not operator and (data.get("priority") is not None or data.get("queue") is not None):
             raise OperatorOnlyFieldError()
         handle = get(data["kind"])
+        if handle is None and operator:  # operators see every kind: nothing to probe
+            raise _unknown_kind(data["kind"])
         if not can_submit(user, handle):
             raise KindNotAllowedError()
         assert handle is not None
@@ -381,6 +397,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise _too_large(exc) from None
         except InvalidPayload as exc:
             raise _payload_error(exc) from None
+        except UnknownKind as exc:  # a kind the payload names (a flow's member): the caller's
+            raise _payload_error(InvalidPayload(exc.message)) from None
         except InvalidDuration as exc:
             raise InvalidRequestError(errors={"delay": [exc.message]}) from None
         code = status.HTTP_200_OK if job.deduped else status.HTTP_201_CREATED

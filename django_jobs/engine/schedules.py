@@ -51,7 +51,7 @@ from ..permissions import can_schedule, is_operator
 from ..registry import JobHandle, all_handles, get
 from ..validation import check_label, storable_payload, storable_text
 from . import cron as cron_rules
-from .admission import expires_span
+from .admission import captured_at_admission, expires_span
 from .cron import CATCH_UP_CHOICES
 
 logger = logging.getLogger("django_jobs.scheduler")
@@ -268,8 +268,10 @@ def check_payload(handle: JobHandle | None, payload: Any, *, what: str | None = 
     if what is None:
         what = f"payload of {handle.kind!r}" if handle is not None else "payload"
     storable_payload(payload, what=what)
-    if handle is not None and handle.input is not None:
-        handle.validate_payload(payload)
+    if handle is None:
+        return payload
+    validated = payload if handle.input is None else handle.validate_payload(payload)
+    captured_at_admission(handle, validated)  # a flow's canvas: its members' kinds, options
     return payload
 
 
@@ -277,10 +279,12 @@ def schedulable(kind: Any, *, by: Any = None) -> JobHandle:
     """The handle of ``kind``, if ``by`` may put it on a schedule (``ScheduleNotAllowed``).
 
     Operators schedule any registered kind; members the member-safe, schedulable ones. For
-    the trusted caller an unknown kind is an ``InvalidSchedule`` that lists the known ones.
+    the trusted caller and operators an unknown kind is an ``InvalidSchedule`` that lists the
+    known ones.
     """
     handle = get(kind) if isinstance(kind, str) else None
-    if by is not None and not can_schedule(by, handle):
+    # Operators see every kind: an unknown one is theirs to fix (400), nothing to probe.
+    if by is not None and not (handle is None and is_operator(by)) and not can_schedule(by, handle):
         raise ScheduleNotAllowed(KIND_NOT_ALLOWED)
     if handle is None:
         known = ", ".join(sorted(h.kind for h in all_handles())[:20]) or "none"

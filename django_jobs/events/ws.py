@@ -29,7 +29,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .fanout import layer_is_local
-from .origin import origin_allowed
+from .origin import handshake_is_secure, origin_allowed
 from .payloads import (
     JOB_ID,
     JOB_PARAMETER,
@@ -122,6 +122,7 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         allowed = origin_allowed(
             origin.decode("latin-1") if origin is not None else None,
             host.decode("latin-1") if host is not None else None,
+            secure=handshake_is_secure(self.scope),
         )
         if not allowed:
             logger.info("Refused a job WebSocket from the origin %r", origin)
