@@ -65,7 +65,7 @@ from ..serialize import (
 )
 from ..states import JobState
 from ..throttling import accepted_credentials, check_failed_credentials
-from ..validation import key_problem, storable_text
+from ..validation import check_label, key_problem, storable_text
 from .errors import (
     ConflictError,
     InvalidRequestError,
@@ -125,7 +125,11 @@ JOB_ACTION_RESPONSES = {
     409: E409,
     415: E415,
 }
-E429 = _error("Too many submits and schedule creations (members): see Retry-After.")
+E429 = _error(
+    "Throttled: a member's submits, retries and schedule creations past "
+    'JOBS["MEMBER_RATE"], or refused credentials past JOBS["AUTH_FAILURE_RATE"]: see '
+    "Retry-After."
+)
 
 
 class JobsAPIMixin:
@@ -194,9 +198,14 @@ class JobsAPIMixin:
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-        if request.method in JSON_ONLY_METHODS:
+        # A method the path does not serve is the 405 that follows, whatever its body.
+        if request.method in JSON_ONLY_METHODS and self._serves(request.method):
             check_json_body(request)
             check_content_length(request.META)
+
+    def _serves(self, method: str) -> bool:
+        name = method.lower()
+        return name in self.http_method_names and hasattr(self, name)
 
     def get_int_pk(self) -> int:
         raw = self.kwargs.get("pk")  # type: ignore[attr-defined]
@@ -254,6 +263,30 @@ class JobFilterSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
     kind = serializers.CharField(required=False, max_length=200)
     queue = serializers.CharField(required=False, max_length=100)
+
+    def to_internal_value(self, data: Any) -> Any:
+        # A filter given empty (``?state=``) would be skipped as if absent: say so instead.
+        names = ("state", "kind", "queue")
+        empty = [name for name in names if hasattr(data, "getlist") and "" in data.getlist(name)]
+        if empty:
+            raise serializers.ValidationError(
+                {name: ["Empty: give a value, or leave the filter out."] for name in empty}
+            )
+        return super().to_internal_value(data)
+
+    def validate_kind(self, value: str) -> str:
+        return _label(value, "kind")
+
+    def validate_queue(self, value: str) -> str:
+        return _label(value, "queue")
+
+
+def _label(value: str, what: str) -> str:
+    """A filter's text: no control character (NUL included), no lone surrogate."""
+    try:
+        return check_label(value, what=what)
+    except InvalidPayload as exc:
+        raise serializers.ValidationError(exc.message) from None
 
 
 @extend_schema_view(
@@ -731,6 +764,56 @@ CLOSED_REQUEST_BODIES = (
 )
 
 
+#: The operations whose body is required: JSON even when empty (``{}``), as every write.
+REQUIRED_BODIES = ("jobs_cancel", "jobs_retry", "schedules_update")
+ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+#: A body without fields (cancel's): ``{}``.
+NO_FIELDS = {
+    "application/json": {
+        "schema": {"type": "object", "additionalProperties": False, "description": "Send {}."}
+    }
+}
+#: The answers every operation may give, whatever it does.
+EVERY_OPERATION = {
+    "405": {
+        "description": "The path does not serve this method (the Allow header names those "
+        "it does), whatever the body.",
+        "content": ERROR_CONTENT,
+    },
+    "429": {
+        "description": "Throttled: a member's submits, retries and schedule creations past "
+        'JOBS["MEMBER_RATE"], or refused credentials from this address past '
+        'JOBS["AUTH_FAILURE_RATE"] (then every request carrying credentials). Send it again '
+        "after Retry-After seconds.",
+        "headers": {
+            "Retry-After": {
+                "schema": {"type": "integer", "minimum": 1},
+                "description": "Whole seconds to wait.",
+            }
+        },
+        "content": ERROR_CONTENT,
+    },
+}
+
+
+def every_operations_refusals(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Say in the schema what every view does: 405 for a method a path does not serve, 429
+    past a throttle (refused credentials apply to every operation); and that cancel, retry
+    and PATCH read a required JSON body."""
+    for path in result.get("paths", {}).values():
+        for operation in path.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            for code, answer in EVERY_OPERATION.items():
+                operation["responses"].setdefault(code, answer)
+            operation["responses"]["429"].setdefault("headers", EVERY_OPERATION["429"]["headers"])
+            if operation.get("operationId") not in REQUIRED_BODIES:
+                continue
+            body = operation.setdefault("requestBody", {"content": NO_FIELDS})
+            body["required"] = True
+    return result
+
+
 def closed_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """Say in the schema what the serializers do: an unknown body field is a 400."""
     schemas = result.get("components", {}).get("schemas", {})
@@ -764,6 +847,7 @@ class SchemaView(SpectacularAPIView):
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "django_jobs.api.views.closed_request_bodies",
+            "django_jobs.api.views.every_operations_refusals",
         ],
     }
 
