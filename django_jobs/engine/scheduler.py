@@ -134,6 +134,8 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
                     )
                 jobs.append(job)
                 fired_at = occurrence
+            if rate and job.deduped:  # fired already (its key holds a live job): no new work
+                give_back(f"member:{owner.pk}", rate)  # type: ignore[union-attr]
         except InvalidPayload as exc:
             if rate:
                 give_back(f"member:{owner.pk}", rate)  # type: ignore[union-attr]
@@ -181,13 +183,17 @@ def _once_a_minute(row: Schedule, due: list[datetime]) -> list[datetime]:
             skipped[-1],
             f"a member's schedule fires at most once a minute; {len(skipped)} occurrence(s) "
             "within a minute of the one before",
+            level=logging.INFO,  # every tick of a fast schedule: not a warning each time
         )
     return kept
 
 
-def _skip(row: Schedule, occurrence: datetime, reason: str) -> None:
+def _skip(
+    row: Schedule, occurrence: datetime, reason: str, *, level: int = logging.WARNING
+) -> None:
     """An occurrence not fired: logged, and ``signals.schedule_skipped`` sent."""
-    logger.warning(
+    logger.log(
+        level,
         "Schedule %r (#%s) skipped its %s occurrence: %s.",
         row.name,
         row.pk,
