@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import clock
 from .durations import parse_duration
+from .engine.admission import check_options
 from .exceptions import InvalidPayload
 from .registry import JobHandle, job, lookup
 from .signature import NOT_MEMBER_OPTIONS, Signature, decode_options, encode_options
@@ -184,6 +185,7 @@ def validate_canvas(node: Any, path: str = "flow", *, in_group: bool = False) ->
                 f"{path} ({handle.kind}): enqueue takes no option {name!r}; "
                 f"it takes {', '.join(sorted(_enqueue_options() - set(NOT_MEMBER_OPTIONS)))}."
             )
+    check_options(decode_options(options), what=f"{path} ({handle.kind})")
     payloads = node["payloads"] if batch else [node.get("payload")]
     for index, payload in enumerate(payloads):
         try:

@@ -140,6 +140,15 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                     id="django_jobs.E009",
                 )
             )
+    owned = value.get("MEMBER_SCHEDULES", DEFAULTS["MEMBER_SCHEDULES"])
+    if owned is not None and not (_positive_int(owned) or owned == 0):
+        errors.append(
+            Error(
+                f'JOBS["MEMBER_SCHEDULES"] = {owned!r} must be a whole number >= 0 (0: members '
+                "add none), or None (no limit).",
+                id="django_jobs.E012",
+            )
+        )
     streams = value.get("MAX_STREAMS_PER_USER", DEFAULTS["MAX_STREAMS_PER_USER"])
     if streams is not None and not _positive_int(streams):
         errors.append(

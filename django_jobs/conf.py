@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "MEMBER_RATE": "60/m",
     "MAX_STREAMS_PER_USER": 8,  # open SSE streams and WebSockets per member, per web process
     "AUTH_FAILURE_RATE": "10/m",  # refused credentials per client address
+    "MEMBER_SCHEDULES": 20,  # schedules one member may own (operators: no limit)
 }
 
 

@@ -37,3 +37,9 @@ event_rows_stored = Signal()
 #: step, after the insert: ``parent`` (the ``Job``) and ``children`` (the ``Job`` rows, deduped
 #: ones included). A receiver's writes commit or roll back with the children.
 children_spawned = Signal()
+
+#: Sent when the scheduler skips an occurrence of a schedule instead of firing it, with
+#: ``schedule`` (the ``Schedule``), ``occurrence`` (aware UTC) and ``reason`` (text): a
+#: member's schedule firing within a minute of its last job, or past its owner's
+#: ``JOBS["MEMBER_RATE"]``. Sent inside the scheduler's tick; the skip is logged too.
+schedule_skipped = Signal()

@@ -16,10 +16,12 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_POST
 
+from django_jobs.conf import jobs_settings
 from django_jobs.exceptions import InvalidPayload
 from django_jobs.models import Job
 from django_jobs.permissions import is_operator
 from django_jobs.serialize import job_json, view_for
+from django_jobs.throttling import retry_after, spend
 
 from .demo.jobs import render as render_job
 
@@ -89,6 +91,21 @@ def submit(request: HttpRequest) -> JsonResponse:
             "The request is invalid: fix the fields listed in errors and send it again.",
             {"video": ['A name is text, such as "intro".']},
         )
+    # The page's button adds work like the API's submit: it spends the same member's budget.
+    rate = jobs_settings.MEMBER_RATE
+    if rate and not is_operator(request.user):
+        wait = spend(f"member:{request.user.pk}", rate)
+        if wait is not None:
+            refused = JsonResponse(
+                {
+                    "code": "THROTTLED",
+                    "message": f'Too many submits: members may make {rate} (JOBS["MEMBER_RATE"]).'
+                    " Send it again later.",
+                },
+                status=429,
+            )
+            refused["Retry-After"] = str(retry_after(wait))
+            return refused
     try:
         job = render_job.as_user(request.user, {"video": video, "frames": 20})
     except InvalidPayload as exc:

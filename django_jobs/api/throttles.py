@@ -1,11 +1,12 @@
 """The API's throttles, answered 429 with ``Retry-After`` (docs/security.md).
 
-* ``MemberRateThrottle``: a member's submits and schedule creations share one budget,
+* ``MemberRateThrottle``: a member's submits, retries and schedule creations share one budget,
   ``JOBS["MEMBER_RATE"]`` (default ``"60/m"``). Operators are not throttled.
-* ``check_failed_credentials``/``count_failed_credentials`` (``django_jobs.throttling``):
-  refused credentials cost a password hash each (hundreds of milliseconds, on purpose); past
-  ``JOBS["AUTH_FAILURE_RATE"]`` refusals from one client address, requests from it that carry
-  credentials are answered 429 before any hashing, until the budget is whole again.
+* ``check_failed_credentials``/``accepted_credentials`` (``django_jobs.throttling``):
+  refused credentials cost a password hash each (hundreds of milliseconds, on purpose); each
+  check takes a unit of ``JOBS["AUTH_FAILURE_RATE"]`` per client address before hashing, and
+  accepted credentials give it back; once refusals spent it, requests from that address that
+  carry credentials are answered 429 before any hashing, until the budget is whole again.
 
 Both are counted in the jobs database (``django_jobs.throttling``), so they hold across web
 processes without a shared cache. ``throttling.credentials_user`` applies the same budget to
@@ -25,7 +26,8 @@ from ..throttling import retry_after, spend
 
 
 class MemberRateThrottle(BaseThrottle):
-    """One budget per member for the requests that add work: submits, schedule creations."""
+    """One budget per member for the requests that add work: submits, retries, schedule
+    creations (and the jobs their schedules fire, ``engine.scheduler``)."""
 
     def __init__(self) -> None:
         self.wait_seconds: float | None = None
@@ -47,7 +49,7 @@ def member_throttled(wait: float | None) -> Throttled:
     return Throttled(
         wait=seconds,
         detail=(
-            f"Too many submits and schedule creations: members may make "
+            f"Too many submits, retries and schedule creations: members may make "
             f'{jobs_settings.MEMBER_RATE} (JOBS["MEMBER_RATE"]). Send it again later.'
         ),
     )

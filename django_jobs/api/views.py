@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.utils import translation
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.settings import patched_settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import serializers, status
@@ -48,6 +49,7 @@ from ..exceptions import (
     RetryNotAllowed,
     ScheduleNotAllowed,
     UnknownEngine,
+    UnknownKind,
     UnknownStep,
 )
 from ..models import Job, Schedule
@@ -63,8 +65,8 @@ from ..serialize import (
     view_for,
 )
 from ..states import JobState
-from ..throttling import check_failed_credentials, count_failed_credentials
-from ..validation import key_problem, storable_text
+from ..throttling import accepted_credentials, check_failed_credentials
+from ..validation import check_label, key_problem, storable_text
 from .errors import (
     ConflictError,
     InvalidRequestError,
@@ -75,7 +77,7 @@ from .errors import (
     TooLargeError,
     exception_handler,
 )
-from .openapi import AutoSchema, extend_schema, extend_schema_view
+from .openapi import AutoSchema, extend_schema, extend_schema_view, schema_language
 from .pagination import JobsPagination
 from .parsers import BoundedJSONParser, check_content_length, check_json_body
 from .permissions import CanRetryJob, DenyAll, IsOperator, IsSignedIn
@@ -130,7 +132,11 @@ JOB_ACTION_RESPONSES = {
     409: E409,
     415: E415,
 }
-E429 = _error("Too many submits and schedule creations (members): see Retry-After.")
+E429 = _error(
+    "Throttled: a member's submits, retries and schedule creations past "
+    'JOBS["MEMBER_RATE"], or refused credentials past JOBS["AUTH_FAILURE_RATE"]: see '
+    "Retry-After."
+)
 
 
 class JobsAPIMixin:
@@ -177,12 +183,16 @@ class JobsAPIMixin:
         if "HTTP_AUTHORIZATION" not in request.META:
             request.user  # noqa: B018 - authenticates (a session, or nobody)
             return
-        check_failed_credentials(request)
+        check_failed_credentials(request)  # takes a unit of the refusals' budget
+        refused = False
         try:
             request.user  # noqa: B018 - authenticates
         except AuthenticationFailed:
-            count_failed_credentials(request)
+            refused = True  # the unit stays spent
             raise
+        finally:
+            if not refused:
+                accepted_credentials(request)
 
     def get_throttles(self) -> list[BaseThrottle]:
         throttles: list[BaseThrottle] = list(super().get_throttles())  # type: ignore[misc]
@@ -195,9 +205,14 @@ class JobsAPIMixin:
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-        if request.method in JSON_ONLY_METHODS:
+        # A method the path does not serve is the 405 that follows, whatever its body.
+        if request.method in JSON_ONLY_METHODS and self._serves(request.method):
             check_json_body(request)
             check_content_length(request.META)
+
+    def _serves(self, method: str) -> bool:
+        name = method.lower()
+        return name in self.http_method_names and hasattr(self, name)
 
     def get_int_pk(self) -> int:
         raw = self.kwargs.get("pk")  # type: ignore[attr-defined]
@@ -231,6 +246,16 @@ def _too_large(exc: PayloadTooLarge) -> TooLargeError:
     return TooLargeError(exc.message, code="PAYLOAD_TOO_LARGE")
 
 
+def _unknown_kind(kind: str) -> InvalidRequestError:
+    """An operator's submit of a kind nobody registered: 400 naming the known kinds."""
+    known = ", ".join(sorted(h.kind for h in all_handles())[:50]) or "none"
+    return InvalidRequestError(
+        f"No job kind {kind!r} is registered; pick one the code defines ({known}).",
+        code="UNKNOWN_KIND",
+        errors={"kind": [f"No job kind {kind!r} is registered."]},
+    )
+
+
 def _payload_error(exc: InvalidPayload) -> InvalidRequestError:
     errors = exc.errors if exc.errors is not None else [exc.message]
     return InvalidRequestError(
@@ -245,6 +270,30 @@ class JobFilterSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
     kind = serializers.CharField(required=False, max_length=200)
     queue = serializers.CharField(required=False, max_length=100)
+
+    def to_internal_value(self, data: Any) -> Any:
+        # A filter given empty (``?state=``) would be skipped as if absent: say so instead.
+        names = ("state", "kind", "queue")
+        empty = [name for name in names if hasattr(data, "getlist") and "" in data.getlist(name)]
+        if empty:
+            raise serializers.ValidationError(
+                {name: ["Empty: give a value, or leave the filter out."] for name in empty}
+            )
+        return super().to_internal_value(data)
+
+    def validate_kind(self, value: str) -> str:
+        return _label(value, "kind")
+
+    def validate_queue(self, value: str) -> str:
+        return _label(value, "queue")
+
+
+def _label(value: str, what: str) -> str:
+    """A filter's text: no control character (NUL included), no lone surrogate."""
+    try:
+        return check_label(value, what=what)
+    except InvalidPayload as exc:
+        raise serializers.ValidationError(exc.message) from None
 
 
 @extend_schema_view(
@@ -298,6 +347,9 @@ class JobFilterSerializer(serializers.Serializer):
 )
 class JobViewSet(JobsAPIMixin, GenericViewSet):
     """Jobs: list, submit, inspect, cancel and retry; the kinds manifest and queue stats."""
+
+    #: Submits and retries add work: both spend the member's rate (``JOBS["MEMBER_RATE"]``).
+    throttled_actions: ClassVar[frozenset[str]] = frozenset({"create", "retry"})
 
     serializer_class = JobSerializer
     #: What makes a job's JSON large: a list page is bounded by their size (JobsPagination).
@@ -354,6 +406,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         if not operator and (data.get("priority") is not None or data.get("queue") is not None):
             raise OperatorOnlyFieldError()
         handle = get(data["kind"])
+        if handle is None and operator:  # operators see every kind: nothing to probe
+            raise _unknown_kind(data["kind"])
         if not can_submit(user, handle):
             raise KindNotAllowedError()
         assert handle is not None
@@ -383,6 +437,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
             raise _too_large(exc) from None
         except InvalidPayload as exc:
             raise _payload_error(exc) from None
+        except UnknownKind as exc:  # a kind the payload names (a flow's member): the caller's
+            raise _payload_error(InvalidPayload(exc.message)) from None
         except InvalidDuration as exc:
             raise InvalidRequestError(errors={"delay": [exc.message]}) from None
         code = status.HTTP_200_OK if job.deduped else status.HTTP_201_CREATED
@@ -817,6 +873,56 @@ CLOSED_REQUEST_BODIES = (
 )
 
 
+#: The operations whose body is required: JSON even when empty (``{}``), as every write.
+REQUIRED_BODIES = ("jobs_cancel", "jobs_retry", "schedules_update")
+ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+#: A body without fields (cancel's): ``{}``.
+NO_FIELDS = {
+    "application/json": {
+        "schema": {"type": "object", "additionalProperties": False, "description": "Send {}."}
+    }
+}
+#: The answers every operation may give, whatever it does.
+EVERY_OPERATION = {
+    "405": {
+        "description": "The path does not serve this method (the Allow header names those "
+        "it does), whatever the body.",
+        "content": ERROR_CONTENT,
+    },
+    "429": {
+        "description": "Throttled: a member's submits, retries and schedule creations past "
+        'JOBS["MEMBER_RATE"], or refused credentials from this address past '
+        'JOBS["AUTH_FAILURE_RATE"] (then every request carrying credentials). Send it again '
+        "after Retry-After seconds.",
+        "headers": {
+            "Retry-After": {
+                "schema": {"type": "integer", "minimum": 1},
+                "description": "Whole seconds to wait.",
+            }
+        },
+        "content": ERROR_CONTENT,
+    },
+}
+
+
+def every_operations_refusals(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Say in the schema what every view does: 405 for a method a path does not serve, 429
+    past a throttle (refused credentials apply to every operation); and that cancel, retry
+    and PATCH read a required JSON body."""
+    for path in result.get("paths", {}).values():
+        for operation in path.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            for code, answer in EVERY_OPERATION.items():
+                operation["responses"].setdefault(code, answer)
+            operation["responses"]["429"].setdefault("headers", EVERY_OPERATION["429"]["headers"])
+            if operation.get("operationId") not in REQUIRED_BODIES:
+                continue
+            body = operation.setdefault("requestBody", {"content": NO_FIELDS})
+            body["required"] = True
+    return result
+
+
 def closed_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """Say in the schema what the serializers do: an unknown body field is a 400."""
     schemas = result.get("components", {}).get("schemas", {})
@@ -830,7 +936,9 @@ class SchemaView(SpectacularAPIView):
     """``GET schema/``: OpenAPI 3 for anyone. YAML by default; ``?format=json`` for JSON.
 
     The schema is built once per process and language (building it takes a good part of a
-    second): ``built`` holds it until a setting changes. Refusals are the API's JSON errors
+    second): ``built`` holds it until a setting changes. The languages are those of
+    ``settings.LANGUAGES`` only (``openapi.schema_language``): ``?lang=`` names one, anything
+    else is the default language. Refusals are the API's JSON errors
     (``?format=xml`` is a 404 saying which formats there are).
     """
 
@@ -848,6 +956,7 @@ class SchemaView(SpectacularAPIView):
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "django_jobs.api.views.closed_request_bodies",
+            "django_jobs.api.views.every_operations_refusals",
         ],
     }
 
@@ -856,7 +965,10 @@ class SchemaView(SpectacularAPIView):
 
     @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+        # Not drf-spectacular's ``get``: it activates any ``?lang=`` it is sent.
+        language = schema_language(request.query_params.get("lang"))
+        with patched_settings(self.custom_settings), translation.override(language):
+            return self._get_schema_response(request)
 
     def _get_schema_response(self, request: Request) -> Response:
         language = translation.get_language() or ""

@@ -13,7 +13,13 @@ from django.db import DatabaseError, connections, transaction
 from .. import clock
 from ..conf import jobs_settings
 from ..durations import Duration, parse_duration
-from ..exceptions import InvalidDuration, JobDuplicate, OutboxNoTransaction
+from ..exceptions import (
+    InvalidDuration,
+    InvalidPayload,
+    JobDuplicate,
+    OutboxNoTransaction,
+    UnknownKind,
+)
 from ..models import Job
 from ..states import JobState
 from ..store import NewJob, Store, get_store
@@ -316,6 +322,62 @@ def expires_span(expires: Duration) -> timedelta:
             "duration, or leave expires out for a job that never expires."
         )
     return span
+
+
+#: Job.priority is a SmallIntegerField.
+PRIORITY_RANGE = (-32768, 32767)
+
+
+def check_options(options: dict[str, Any], *, what: str) -> None:
+    """Judge enqueue options now, as ``admit`` will when they are used later (a flow's member
+    is admitted when the flow spawns it): ``InvalidPayload`` naming ``what`` and the option,
+    so a bad value is refused at the door instead of failing the job that applies it."""
+    try:
+        _check_options(options)
+    except (InvalidDuration, InvalidPayload, ValueError, TypeError, OverflowError) as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise InvalidPayload(f"{what}: {message}") from None
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    run_at = options.get("run_at")
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise ValueError(f"run_at={run_at!r}: use an aware datetime.")
+    now = clock.now()
+    when = _run_at(now, options.get("run_at"), options.get("delay"))
+    expiry(when, options.get("expires"))
+    queue = options.get("queue")
+    if queue is not None:
+        if not isinstance(queue, str) or not queue.strip():
+            raise ValueError(f"queue={queue!r}: name a queue (text).")
+        check_label(queue, what="queue")
+    priority = options.get("priority")
+    low, high = PRIORITY_RANGE
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high
+    ):
+        raise ValueError(f"priority={priority!r}: use a whole number from {low} to {high}.")
+    key = options.get("idempotency_key")
+    if key is not None:
+        if not isinstance(key, str):
+            raise ValueError(f"idempotency_key={key!r}: use text.")
+        check_key(key)
+    on_conflict = options.get("on_conflict", "return")
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f'on_conflict={on_conflict!r}: use "return" or "error".')
+    if not isinstance(options.get("after_current", False), bool):
+        raise ValueError("after_current: use true or false.")
+
+
+def captured_at_admission(handle: JobHandle, payload: Any) -> Any:
+    """What ``handle``'s ``capture`` makes of ``payload`` at admission; a kind its payload
+    names that nobody registered (a flow's member) is an ``InvalidPayload`` of the payload."""
+    if handle.capture is None:
+        return None
+    try:
+        return handle.capture(payload)
+    except UnknownKind as exc:
+        raise InvalidPayload(f"payload of {handle.kind!r}: {exc.message}") from None
 
 
 def run_ahead_message(what: str) -> str:

@@ -5,6 +5,12 @@ other schedulers skip their tick. On SQLite the tick's write transaction is excl
 occurrence is enqueued with the key ``schedule:<name>:<occurrence in UTC, isoformat()>`` and
 the schedule's ``checked_until`` watermark moves in the same transaction, so no occurrence
 fires twice, whoever ticks.
+
+A member's schedule (its owner is not an operator) is held to what the member may do by hand:
+it fires at most once a minute (``schedules.MEMBER_MIN_INTERVAL``), and each job it fires
+spends a unit of its owner's ``JOBS["MEMBER_RATE"]``, the budget of their submits. An
+occurrence past either is skipped, never queued for later: a log line says so and
+``signals.schedule_skipped`` is sent.
 """
 
 from __future__ import annotations
@@ -18,9 +24,12 @@ from django.db import transaction
 from ..conf import jobs_settings
 from ..exceptions import InvalidPayload, JobsError
 from ..models import Schedule
+from ..permissions import is_operator
 from ..printable import printable
 from ..registry import get
+from ..signals import schedule_skipped
 from ..store import get_store
+from ..throttling import give_back, spend
 from . import schedules
 from .cron import due_occurrences
 
@@ -89,7 +98,22 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
         refusal = schedules.owner_refusal(owner, handle)  # type: ignore[arg-type]
         if refusal is not None:
             return _pause(row, refusal)
+    member = owner is not None and not is_operator(owner)
+    if member:
+        due = _once_a_minute(row, due)
+    rate = jobs_settings.MEMBER_RATE if member else None
+    fired_at = row.last_fired_at
     for occurrence in due:
+        if rate:
+            wait = spend(f"member:{owner.pk}", rate, now=now)  # type: ignore[union-attr]
+            if wait is not None:
+                _skip(
+                    row,
+                    occurrence,
+                    f'its owner\'s rate is spent (JOBS["MEMBER_RATE"] is {rate}): the '
+                    "schedule's jobs count toward it, as the owner's submits do",
+                )
+                continue
         key = f"schedule:{row.name}:{occurrence.isoformat()}"
         # The schedule's enqueue options; ``expires`` counts from the occurrence (its run_at).
         options: dict[str, Any] = {
@@ -109,10 +133,17 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
                         row.payload, run_at=occurrence, idempotency_key=key, **options
                     )
                 jobs.append(job)
+                fired_at = occurrence
+            if rate and job.deduped:  # fired already (its key holds a live job): no new work
+                give_back(f"member:{owner.pk}", rate)  # type: ignore[union-attr]
         except InvalidPayload as exc:
+            if rate:
+                give_back(f"member:{owner.pk}", rate)  # type: ignore[union-attr]
             reason = f"Paused: its job was refused at admission: {exc.message}"
             return [*jobs, *_pause(row, reason)]
         except JobsError as exc:
+            if rate:
+                give_back(f"member:{owner.pk}", rate)  # type: ignore[union-attr]
             logger.error(
                 "Schedule %r could not enqueue its %s occurrence: %s",
                 row.name,
@@ -120,8 +151,7 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
                 printable(exc),
             )
     row.checked_until = now
-    if jobs:
-        row.last_fired_at = due[-1]
+    row.last_fired_at = fired_at
     row.next_run_at = schedules.next_run_or_none(row.cron, row.tz, now, row.every)
     row.save(using=alias, update_fields=["checked_until", "last_fired_at", "next_run_at"])
     return jobs
@@ -132,3 +162,42 @@ def _pause(row: Schedule, reason: str) -> list[Job]:
     logger.warning("Schedule %r (#%s) paused itself: %s", row.name, row.pk, reason)
     schedules.pause(row, reason=reason)
     return []
+
+
+def _once_a_minute(row: Schedule, due: list[datetime]) -> list[datetime]:
+    """The occurrences a member's schedule may fire: none within a minute of the one before
+    (a schedule made faster by an operator or in code, for a member owner); the others are
+    skipped."""
+    kept: list[datetime] = []
+    skipped: list[datetime] = []
+    previous = row.last_fired_at
+    for occurrence in due:
+        if previous is not None and occurrence - previous < schedules.MEMBER_MIN_INTERVAL:
+            skipped.append(occurrence)
+        else:
+            kept.append(occurrence)
+            previous = occurrence
+    if skipped:
+        _skip(
+            row,
+            skipped[-1],
+            f"a member's schedule fires at most once a minute; {len(skipped)} occurrence(s) "
+            "within a minute of the one before",
+            level=logging.INFO,  # every tick of a fast schedule: not a warning each time
+        )
+    return kept
+
+
+def _skip(
+    row: Schedule, occurrence: datetime, reason: str, *, level: int = logging.WARNING
+) -> None:
+    """An occurrence not fired: logged, and ``signals.schedule_skipped`` sent."""
+    logger.log(
+        level,
+        "Schedule %r (#%s) skipped its %s occurrence: %s.",
+        row.name,
+        row.pk,
+        occurrence.isoformat(),
+        reason,
+    )
+    schedule_skipped.send(Schedule, schedule=row, occurrence=occurrence, reason=reason)

@@ -51,7 +51,7 @@ from ..permissions import can_schedule, is_operator
 from ..registry import JobHandle, all_handles, get
 from ..validation import check_label, storable_payload, storable_text
 from . import cron as cron_rules
-from .admission import expires_span
+from .admission import captured_at_admission, expires_span
 from .cron import CATCH_UP_CHOICES
 
 logger = logging.getLogger("django_jobs.scheduler")
@@ -87,6 +87,9 @@ KIND_NOT_ALLOWED = (
 OPERATOR_ONLY = (
     "Only operators may set a schedule's queue or priority. Leave them out to use the kind's own."
 )
+#: The shortest time between two firings of a member's schedule: more often would multiply
+#: the member's rate (``JOBS["MEMBER_RATE"]``) by the number of their schedules.
+MEMBER_MIN_INTERVAL = timedelta(minutes=1)
 NOT_YOURS = (
     "Members add, change and delete their own schedules only, and own what they add. Leave "
     "the owner out, or ask an operator."
@@ -100,6 +103,7 @@ __all__ = [
     "check_cron",
     "check_every",
     "check_expires",
+    "check_member_timing",
     "check_name",
     "check_payload",
     "check_priority",
@@ -264,8 +268,10 @@ def check_payload(handle: JobHandle | None, payload: Any, *, what: str | None = 
     if what is None:
         what = f"payload of {handle.kind!r}" if handle is not None else "payload"
     storable_payload(payload, what=what)
-    if handle is not None and handle.input is not None:
-        handle.validate_payload(payload)
+    if handle is None:
+        return payload
+    validated = payload if handle.input is None else handle.validate_payload(payload)
+    captured_at_admission(handle, validated)  # a flow's canvas: its members' kinds, options
     return payload
 
 
@@ -273,10 +279,12 @@ def schedulable(kind: Any, *, by: Any = None) -> JobHandle:
     """The handle of ``kind``, if ``by`` may put it on a schedule (``ScheduleNotAllowed``).
 
     Operators schedule any registered kind; members the member-safe, schedulable ones. For
-    the trusted caller an unknown kind is an ``InvalidSchedule`` that lists the known ones.
+    the trusted caller and operators an unknown kind is an ``InvalidSchedule`` that lists the
+    known ones.
     """
     handle = get(kind) if isinstance(kind, str) else None
-    if by is not None and not can_schedule(by, handle):
+    # Operators see every kind: an unknown one is theirs to fix (400), nothing to probe.
+    if by is not None and not (handle is None and is_operator(by)) and not can_schedule(by, handle):
         raise ScheduleNotAllowed(KIND_NOT_ALLOWED)
     if handle is None:
         known = ", ".join(sorted(h.kind for h in all_handles())[:20]) or "none"
@@ -299,6 +307,46 @@ def _check_owner(by: Any, owner_id: Any) -> None:
     """A member acts on their own schedules only (the API never shows them others')."""
     if by is not None and not is_operator(by) and owner_id != getattr(by, "pk", None):
         raise ScheduleNotAllowed(NOT_YOURS)
+
+
+def _is_member(user: Any) -> bool:
+    return user is not None and not is_operator(user)
+
+
+def check_member_timing(by: Any, cron: str, every: timedelta | None) -> None:
+    """A member's schedule fires at most once a minute: ``every`` of at least a minute, and
+    no seconds field in ``cron`` (``InvalidSchedule``). Operators and the trusted caller
+    schedule as often as they like."""
+    if not _is_member(by):
+        return
+    if every is not None and every < MEMBER_MIN_INTERVAL:
+        raise InvalidSchedule(
+            f"every={every.total_seconds():g}s: a member's schedule fires at most once a "
+            'minute. Use "1m" or more, or ask an operator for a faster one.',
+            field="every",
+        )
+    if cron and len(cron.split()) > 5:
+        raise InvalidSchedule(
+            "A member's schedule fires at most once a minute: write cron with 5 fields (no "
+            'seconds field), e.g. "*/5 * * * *", or ask an operator for a faster one.',
+            field="cron",
+        )
+
+
+def _check_member_count(by: Any, owner_id: Any, alias: str) -> None:
+    """A member owns at most ``JOBS["MEMBER_SCHEDULES"]`` schedules. Called in the transaction
+    that adds one: the owner's rows are locked first (PostgreSQL), so two additions at once
+    are counted one after the other."""
+    limit = jobs_settings.MEMBER_SCHEDULES
+    if limit is None or not _is_member(by):
+        return
+    owned = Schedule.objects.using(alias).select_for_update().filter(owner_id=owner_id)
+    count = len(owned.values_list("pk", flat=True))
+    if count >= limit:
+        raise InvalidSchedule(
+            f'You own {count} schedules, the most a member may (JOBS["MEMBER_SCHEDULES"] is '
+            f"{limit}). Delete one you no longer need, or ask an operator."
+        )
 
 
 def owner_refusal(owner: Any, handle: JobHandle) -> str | None:
@@ -403,6 +451,7 @@ def create(
     _check_owner(by, owner_id)
     _check_options(by, {"queue": queue, "priority": priority})
     expr, interval = check_timing(cron, every)
+    check_member_timing(by, expr, interval)
     if interval is not None and tz is None:
         tz = EVERY_TZ
     fields = {
@@ -428,7 +477,7 @@ def create(
         checked_until=now,
     )
     row.next_run_at = next_run(row.cron, row.tz, now, row.every) if row.enabled else None
-    _save(row, by=by)
+    _save(row, by=by, new=True)
     return row
 
 
@@ -452,6 +501,7 @@ def update(schedule: Schedule, changes: Mapping[str, Any], *, by: Any = None) ->
         values["cron"], values["every"] = check_timing(
             values.get("cron", schedule.cron), values.get("every", schedule.every)
         )
+        check_member_timing(by, values["cron"], values["every"])
     if "owner" in values:
         values["owner_id"] = getattr(values.pop("owner"), "pk", changes["owner"])
         _check_owner(by, values["owner_id"])
@@ -537,10 +587,18 @@ def _write(schedule: Schedule, values: dict[str, Any], *, by: Any = None) -> Non
         raise
 
 
-def _save(schedule: Schedule, update_fields: list[str] | None = None, *, by: Any = None) -> None:
+def _save(
+    schedule: Schedule,
+    update_fields: list[str] | None = None,
+    *,
+    by: Any = None,
+    new: bool = False,
+) -> None:
     alias = jobs_settings.DATABASE
     try:
         with transaction.atomic(using=alias):
+            if new:
+                _check_member_count(by, schedule.owner_id, alias)
             schedule.save(using=alias, update_fields=update_fields)
     except IntegrityError:
         # Names are unique per owner: this names only the owner's own schedules.

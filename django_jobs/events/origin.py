@@ -8,10 +8,17 @@ the request was sent to (``Host``; its port too when it names one), or it is in
 ``CSRF_TRUSTED_ORIGINS`` (wildcards as Django's CSRF check reads them), or its host matches
 an ``ALLOWED_HOSTS`` entry other than ``"*"``. A handshake without ``Origin`` is not from a
 browser page, and is allowed (it still needs a signed-in session).
+
+The scheme counts: a site served over TLS (``wss``, or ``SECURE_PROXY_SSL_HEADER`` naming a
+header the proxy set, as Django's ``request.is_secure()`` reads it) is opened by its
+``https://`` pages only, never by an ``http://`` page of the same host, which anyone on the
+network path can write. A site served without TLS is also opened by ``https://`` pages of its
+host (TLS ended by a proxy that sets no header).
 """
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -25,8 +32,25 @@ def _host_port(scheme: str, netloc: str) -> tuple[str, str]:
     return domain, port or _DEFAULT_PORTS.get(scheme, "")
 
 
-def origin_allowed(origin: str | None, host: str | None) -> bool:
-    """May a page of ``origin`` open a WebSocket sent to ``host`` (the ``Host`` header)?"""
+def handshake_is_secure(scope: dict[str, Any]) -> bool:
+    """Was the handshake sent over TLS: ``wss``, or the proxy's header named by
+    ``SECURE_PROXY_SSL_HEADER`` (as ``request.is_secure()`` reads it)?"""
+    if scope.get("scheme") == "wss":
+        return True
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if not proxy:
+        return False
+    name, expected = proxy
+    header = name.removeprefix("HTTP_").replace("_", "-").lower().encode("latin-1")
+    for key, value in scope.get("headers") or []:
+        if key.lower() == header:
+            return bool(value.decode("latin-1").split(",")[0].strip() == expected)
+    return False
+
+
+def origin_allowed(origin: str | None, host: str | None, *, secure: bool = False) -> bool:
+    """May a page of ``origin`` open a WebSocket sent to ``host`` (the ``Host`` header), over
+    TLS when ``secure``?"""
     if origin is None:
         return True
     try:
@@ -36,6 +60,8 @@ def origin_allowed(origin: str | None, host: str | None) -> bool:
         return False
     if parts.scheme not in ("http", "https") or not netloc or "@" in netloc:
         return False  # "null" (a sandboxed or file page), or not a page's origin at all
+    if secure and parts.scheme != "https":
+        return False  # a page without TLS must not read what a site over TLS sends
     domain, port = _host_port(parts.scheme, netloc)
     if not domain:
         return False

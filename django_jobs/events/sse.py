@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from .fanout import sse_uses_redis
 from .payloads import (
     JOB_ID,
     JOB_PARAMETER,
+    OPERATORS_CHANNEL,
     JobFollow,
     channel_for_user,
     is_jobs_channel,
@@ -227,6 +229,7 @@ def events(request: HttpRequest) -> HttpResponseBase:
         follow = JobFollow(job_id)
     channel = channel_for_user(user)
     assert channel is not None
+    sign_in = replace(sign_in, operator=channel == OPERATORS_CHANNEL)  # re-checked while open
     slot = open_stream(user)
     if slot is None:
         return too_many_streams()

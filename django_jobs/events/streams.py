@@ -32,7 +32,7 @@ from .fanout import sse_uses_redis
 from .listeners import Listener, listeners
 from .payloads import JobFollow, channel_owner, text_for_channel
 from .relay import relay
-from .signin import RECHECK_EVERY, SignIn
+from .signin import NO_LONGER_OPERATOR, RECHECK_EVERY, SignIn
 
 logger = logging.getLogger("django_jobs.events")
 
@@ -58,6 +58,17 @@ def session_ended_event() -> str:
         "event: stream-error\n"
         'data: {"condition":"unauthorized","text":"The sign-in of this stream ended (signed '
         'out, session expired or user deactivated). Sign in again, then reconnect."}\n\n'
+    )
+
+
+def no_longer_operator_event() -> str:
+    """Sent before an operators' stream closes because its user is no longer an operator (no
+    ``id:``; the ids of the operators' channel mean nothing on the user's own)."""
+    return (
+        "event: stream-error\n"
+        'data: {"condition":"forbidden","text":"The user of this stream is no longer an '
+        "operator: it carried every job's events. Reconnect to receive your own jobs' "
+        'events."}\n\n'
     )
 
 
@@ -118,7 +129,7 @@ def _read(channel: str, last_id: int | None, follow: JobFollow | None = None) ->
 
 _read_async = database_sync_to_async(_read)
 _replay_async = database_sync_to_async(replay)
-_still_valid = database_sync_to_async(SignIn.still_valid)
+_ended = database_sync_to_async(SignIn.ended)
 
 
 async def stream(
@@ -147,12 +158,15 @@ async def stream(
                 pass
             if time.monotonic() >= next_check:
                 try:
-                    valid = await _still_valid(sign_in)
+                    ended = await _ended(sign_in)
                 except Exception:  # the database is away: ask again at the next check
                     logger.warning("Cannot check an event stream's sign-in", exc_info=True)
-                    valid = True
-                if not valid:
-                    yield session_ended_event()
+                    ended = None
+                if ended is not None:  # what is pending is dropped: it may be another's
+                    if ended == NO_LONGER_OPERATOR:
+                        yield no_longer_operator_event()
+                    else:
+                        yield session_ended_event()
                     return
                 next_check = time.monotonic() + RECHECK_EVERY
             with listeners.lock:

@@ -13,7 +13,9 @@ not exist (alike, so ids cannot be probed), for a ``job`` that is not a job id, 
 other query parameter.
 
 While open, the socket checks every ``signin.RECHECK_EVERY`` seconds that its user is still
-signed in, and closes (code 4401) once they are not.
+signed in, and closes (code 4401) once they are not; a socket in the operators' group closes
+(code 4403) once its user is no longer an operator, and the client connects again to its
+user's own group.
 """
 
 from __future__ import annotations
@@ -27,11 +29,18 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from .fanout import layer_is_local
-from .origin import origin_allowed
-from .payloads import JOB_ID, JOB_PARAMETER, JobFollow, group_for_user, may_follow
+from .origin import handshake_is_secure, origin_allowed
+from .payloads import (
+    JOB_ID,
+    JOB_PARAMETER,
+    OPERATORS_GROUP,
+    JobFollow,
+    group_for_user,
+    may_follow,
+)
 from .quota import REFUSED_CODE, StreamSlot, open_stream
 from .relay import relay
-from .signin import RECHECK_EVERY, SignIn, session_key_of
+from .signin import NO_LONGER_OPERATOR, RECHECK_EVERY, SignIn, session_key_of
 
 logger = logging.getLogger("django_jobs.events")
 
@@ -45,8 +54,12 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
     loop: asyncio.AbstractEventLoop | None = None
     watch: asyncio.Task[None] | None = None
     slot: StreamSlot | None = None
+    #: Set once the socket is closing: frames on their way are dropped.
+    closing: bool = False
     #: The close code sent when the user's sign-in ended.
     SIGNED_OUT = 4401
+    #: The close code sent when an operators' socket's user is no longer an operator.
+    NO_LONGER_OPERATOR = 4403
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -83,7 +96,9 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
             relay.attach_loop(self.loop)
             await database_sync_to_async(relay.ensure_started)()
         await self.accept()
-        sign_in = SignIn(user.pk, session_key_of(self.scope.get("session")))
+        sign_in = SignIn(
+            user.pk, session_key_of(self.scope.get("session")), operator=group == OPERATORS_GROUP
+        )
         self.watch = asyncio.get_running_loop().create_task(self._watch(sign_in))
 
     def _job_asked(self) -> int | None:
@@ -107,23 +122,27 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
         allowed = origin_allowed(
             origin.decode("latin-1") if origin is not None else None,
             host.decode("latin-1") if host is not None else None,
+            secure=handshake_is_secure(self.scope),
         )
         if not allowed:
             logger.info("Refused a job WebSocket from the origin %r", origin)
         return allowed
 
     async def _watch(self, sign_in: SignIn) -> None:
-        """Close the socket once its user's sign-in has ended (see the module)."""
-        still_valid = database_sync_to_async(sign_in.still_valid)
+        """Close the socket once its user's sign-in has ended, or an operators' socket once its
+        user is no longer an operator (see the module)."""
+        ended = database_sync_to_async(sign_in.ended)
         while True:
             await asyncio.sleep(RECHECK_EVERY)
             try:
-                valid = await still_valid()
+                why = await ended()
             except Exception:  # the database is away: ask again next time
                 logger.warning("Cannot check a WebSocket's sign-in", exc_info=True)
                 continue
-            if not valid:
-                await self.close(code=self.SIGNED_OUT)
+            if why is not None:
+                await self._leave()  # nothing more is sent, not even what is on its way
+                code = self.NO_LONGER_OPERATOR if why == NO_LONGER_OPERATOR else self.SIGNED_OUT
+                await self.close(code=code)
                 return
 
     async def _join(self, group: str) -> bool:
@@ -143,19 +162,27 @@ class JobEventsConsumer(AsyncWebsocketConsumer):
             self.slot.release()
         if self.watch is not None and self.watch is not asyncio.current_task():
             self.watch.cancel()
-        if self.group is not None and self.channel_layer is not None:
-            try:
-                await self.channel_layer.group_discard(self.group, self.channel_name)
-            except Exception:  # the layer is away; its group entry expires on its own
-                logger.debug("Cannot leave the Channels group %s", self.group, exc_info=True)
+        await self._leave()
         if self.loop is not None:
             relay.detach_loop(self.loop)
             self.loop = None
+
+    async def _leave(self) -> None:
+        """Leave the group: no event is sent any more, not even one already on its way."""
+        self.closing = True
+        group, self.group = self.group, None
+        if group is not None and self.channel_layer is not None:
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:  # the layer is away; its group entry expires on its own
+                logger.debug("Cannot leave the Channels group %s", group, exc_info=True)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         return None  # one-way: nothing the client sends is read
 
     async def jobs_event(self, message: dict[str, Any]) -> None:
+        if self.closing:
+            return
         follow = self.follow
         if follow is not None and not follow.wants(message.get("job", 0), message["text"]):
             return

@@ -91,8 +91,10 @@ def test_unknown_and_forbidden_kinds_get_the_same_body(member, operator):
     assert unknown.status_code == forbidden.status_code == 403
     assert unknown.content == forbidden.content
     assert unknown.json()["code"] == "KIND_NOT_ALLOWED"
-    # An operator may submit any existing kind; an unknown one gets the same body still.
-    assert submit(operator, {"kind": "no.such.kind"}).content == unknown.content
+    # An operator sees every kind: an unknown one is a 400 naming the known kinds (SPEC §7).
+    refused = submit(operator, {"kind": "no.such.kind"})
+    assert refused.status_code == 400 and refused.json()["code"] == "UNKNOWN_KIND"
+    assert "demo.hello" in refused.json()["message"]
     assert Job.objects.count() == 0
 
 

@@ -19,7 +19,7 @@ MATRIX: dict[str, tuple[int, int, int, int, int]] = {
     "detail": (401, 200, 404, 200, 200),
     "submit member-safe": (401, 201, 201, 201, 201),
     "submit operator-only": (401, 403, 403, 201, 201),
-    "submit unknown": (401, 403, 403, 403, 403),
+    "submit unknown": (401, 403, 403, 400, 400),  # operators see every kind: nothing to probe
     "submit with priority": (401, 403, 403, 201, 201),
     "submit with queue": (401, 403, 403, 201, 201),
     "cancel": (401, 200, 404, 200, 200),

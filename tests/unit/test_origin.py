@@ -40,3 +40,25 @@ def test_trusted_origins_and_explicit_allowed_hosts(settings):
     assert not origin_allowed("https://example.org", "jobs.example.com")
     settings.ALLOWED_HOSTS = ["*"]  # "*" alone allows no other origin
     assert not origin_allowed("https://admin.example.com", "jobs.example.com")
+
+
+def test_a_site_over_tls_is_opened_by_its_https_pages_only(settings):
+    from django_jobs.events.origin import handshake_is_secure
+
+    settings.ALLOWED_HOSTS = ["*", ".example.com"]
+    settings.CSRF_TRUSTED_ORIGINS = ["http://app.partner.org", "https://*.cdn.net"]
+    host = "jobs.example.com"
+    assert origin_allowed("https://jobs.example.com", host, secure=True)
+    # An http page of the same host is not the site's: anyone on the path can write it.
+    assert not origin_allowed("http://jobs.example.com", host, secure=True)
+    assert not origin_allowed("http://admin.example.com", host, secure=True)
+    assert origin_allowed("https://admin.example.com", host, secure=True)
+    assert not origin_allowed("http://app.partner.org", host, secure=True)
+    assert origin_allowed("https://static.cdn.net", host, secure=True)
+    # Over TLS: wss, or the proxy's header as SECURE_PROXY_SSL_HEADER names it.
+    assert handshake_is_secure({"scheme": "wss", "headers": []})
+    assert not handshake_is_secure({"scheme": "ws", "headers": [(b"x-forwarded-proto", b"https")]})
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert handshake_is_secure({"scheme": "ws", "headers": [(b"x-forwarded-proto", b"https")]})
+    assert not handshake_is_secure({"scheme": "ws", "headers": [(b"x-forwarded-proto", b"http")]})
+    assert not handshake_is_secure({"scheme": "ws", "headers": []})

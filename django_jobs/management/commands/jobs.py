@@ -37,6 +37,7 @@ from ...observability.stats import queue_stats
 from ...printable import printable
 from ...serialize import job_json
 from ...states import JobState, StepState
+from ..parsing import ExactOptions
 from ..readiness import missing_migrations
 
 
@@ -85,7 +86,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, skip_checks: bool) ->
         )
 
 
-class Command(BaseCommand):
+class Command(ExactOptions, BaseCommand):
     help = (
         "Operate the job queue: list, inspect, retry, cancel, resolve, drain, stats, kinds, "
         "schedules, wake, prune, enqueue, mcp. Exit status: 0 ok, 2 bad input, 3 not found, "

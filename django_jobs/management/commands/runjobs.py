@@ -19,12 +19,13 @@ from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
 from ...engine.worker import Worker
 from ...observability.logs import JsonFormatter
+from ..parsing import ExactOptions
 from ..readiness import missing_migrations
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class Command(BaseCommand):
+class Command(ExactOptions, BaseCommand):
     help = "Run the jobs of one engine until SIGTERM/SIGINT (or, with --burst, until idle)."
     # The checks of a process that serves no URL (see checks.py).
     requires_system_checks = COMMAND_CHECK_TAGS
