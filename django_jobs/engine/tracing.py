@@ -1,0 +1,511 @@
+"""OpenTelemetry spans of the jobs, on the seams the engine already has (docs/observability.md).
+
+With ``opentelemetry-api`` importable and a real ``TracerProvider`` (passed to ``configure``,
+named in ``JOBS["TRACER_PROVIDER"]``, or set globally with the SDK), the engine emits spans
+that follow OpenTelemetry's messaging semantic conventions:
+
+* ``send {queue}`` (PRODUCER) around each admission (``enqueue``, ``enqueue_many``, a spawn,
+  a schedule's occurrence, the Tasks backend); its W3C context (``traceparent``,
+  ``tracestate``, never baggage) goes on the rows, in the same INSERT (``NewJob``);
+* ``process {queue}`` (CONSUMER), one per attempt, started from the stored context, never from
+  the worker's own (``JOBS["TRACE_RELATIONSHIP"]``); its outcome as events and status;
+* ``step {name}`` (INTERNAL) for each step whose activity runs; a replay is an event.
+
+Without the API, or with no provider configured (OpenTelemetry's proxy), every function here
+returns at once: no span, no stored context (the column stays NULL), no statement changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from ..conf import jobs_settings
+from ..states import JobState
+from .running import CURRENT
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from ..store import NewJob, Outcome
+    from .running import Running
+
+SYSTEM = "django_jobs"
+RELATIONSHIPS = ("child_first_attempt", "child", "link")
+#: The keys of a stored context: the enqueue's (W3C ``traceparent`` and ``tracestate``) and
+#: the last attempt's ``traceparent`` (``previous``), which a retry links to.
+TRACEPARENT, TRACESTATE, PREVIOUS = "traceparent", "tracestate", "previous"
+
+#: The name of the schedule whose occurrence is being admitted (``scheduled``), if any.
+_SCHEDULE: ContextVar[str | None] = ContextVar("django_jobs_schedule", default=None)
+
+_UNSET: Any = object()
+_api: Any = _UNSET  # the opentelemetry modules, loaded on first use (None: not installed)
+_provider: Any = None  # configure()'s
+_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
+
+
+class _Api:
+    """The pieces of ``opentelemetry-api`` used here, imported once."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self.context = context
+        self.trace = trace
+        self.propagator = TraceContextTextMapPropagator()
+        self.placeholders = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+def _load() -> _Api | None:
+    global _api
+    if _api is _UNSET:
+        try:
+            _api = _Api()
+        except ImportError:
+            _api = None
+    return _api  # type: ignore[no-any-return]
+
+
+def configure(tracer_provider: Any = None) -> None:
+    """Use ``tracer_provider`` for the jobs' spans (None: back to ``JOBS["TRACER_PROVIDER"]``,
+    then OpenTelemetry's global provider). Tests pass their own, with an in-memory exporter."""
+    global _provider
+    _provider = tracer_provider
+    _tracers.clear()
+
+
+def _tracer() -> Any:
+    """The tracer to use, or None when tracing is off (no API, or no provider configured)."""
+    api = _load()
+    if api is None:
+        return None
+    provider = _provider
+    if provider is None:
+        provider = jobs_settings.TRACER_PROVIDER
+        if isinstance(provider, str):
+            provider = jobs_settings.callable_setting("TRACER_PROVIDER")
+        if provider is None:
+            provider = api.trace.get_tracer_provider()
+    if isinstance(provider, api.placeholders):
+        return None
+    found = _tracers.get(id(provider))
+    if found is None or found[0] is not provider:
+        found = (provider, provider.get_tracer("django_jobs"))
+        _tracers[id(provider)] = found
+    return found[1]
+
+
+def enabled() -> bool:
+    """Are spans emitted now?"""
+    return _tracer() is not None
+
+
+def _attributes(operation: str, kind_of_op: str, queue: str, kind: str) -> dict[str, Any]:
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation.name": operation,
+        "messaging.operation.type": kind_of_op,
+        "messaging.destination.name": queue,
+        "messaging.django_jobs.kind": kind,
+    }
+
+
+def error_type(exc: BaseException) -> str:
+    """The exception's qualified name (``error.type``): ``module.Class``, ``Class`` for builtins."""
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _fail(span: Any, exc: BaseException | None, kind: str | None = None, text: str = "") -> None:
+    api = _load()
+    assert api is not None
+    span.set_attribute("error.type", error_type(exc) if exc is not None else (kind or "_OTHER"))
+    if exc is not None:
+        span.record_exception(exc)
+    span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, text or None))
+
+
+# -- send ------------------------------------------------------------------------------------
+
+
+class _NoSend:
+    """What ``sending`` gives when tracing is off: nothing happens."""
+
+    def __enter__(self) -> _NoSend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def sent(self, jobs: Sequence[Job]) -> None:
+        return None
+
+
+_NO_SEND = _NoSend()
+
+
+class _Send(_NoSend):
+    """One ``send {queue}`` span around an admission; stamps its context on the rows."""
+
+    def __init__(self, tracer: Any, rows: Sequence[NewJob]) -> None:
+        self.tracer, self.rows = tracer, rows
+        self.span: Any = None
+
+    def __enter__(self) -> _Send:
+        api = _load()
+        assert api is not None
+        first = self.rows[0]
+        schedule = _SCHEDULE.get()
+        attributes = _attributes("send", "send", first.queue, first.kind)
+        if len(self.rows) > 1:
+            attributes["messaging.batch.message_count"] = len(self.rows)
+        if schedule is not None:
+            # A schedule's occurrence starts a trace of its own, named for the schedule.
+            attributes["messaging.django_jobs.schedule"] = schedule
+            name, parent = f"send {schedule}", api.context.Context()
+        else:
+            name, parent = f"send {first.queue}", None
+        self.span = self.tracer.start_span(
+            name, context=parent, kind=api.trace.SpanKind.PRODUCER, attributes=attributes
+        )
+        carrier: dict[str, str] = {}
+        api.propagator.inject(carrier, context=api.trace.set_span_in_context(self.span))
+        stored = carrier or None
+        for row in self.rows:
+            row.trace_context = stored
+        return self
+
+    def sent(self, jobs: Sequence[Job]) -> None:
+        if len(jobs) == 1 and jobs[0].pk is not None:
+            self.span.set_attribute("messaging.message.id", str(jobs[0].pk))
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            _fail(self.span, exc)
+        self.span.end()
+
+
+def sending(rows: Sequence[NewJob]) -> _NoSend:
+    """A context manager around the admission of ``rows``: a ``send`` span whose context each
+    row stores (``trace_context``); call ``.sent(jobs)`` with the jobs admitted."""
+    tracer = _tracer()
+    if tracer is None:
+        return _NO_SEND
+    return _Send(tracer, rows)
+
+
+@contextmanager
+def scheduled(name: str) -> Iterator[None]:
+    """Admissions inside are a schedule's occurrence: a root ``send {name}`` span."""
+    token = _SCHEDULE.set(name)
+    try:
+        yield
+    finally:
+        _SCHEDULE.reset(token)
+
+
+# -- process ---------------------------------------------------------------------------------
+
+
+def _stored_context(api: _Api, stored: Any, key: str) -> Any:
+    """The span context stored under ``key`` (``traceparent`` or ``previous``), or None when
+    absent or malformed (a malformed context is ignored, never an error)."""
+    if not isinstance(stored, dict):
+        return None
+    traceparent = stored.get(key)
+    if not isinstance(traceparent, str):
+        return None
+    carrier = {TRACEPARENT: traceparent}
+    state = stored.get(TRACESTATE)
+    if key == TRACEPARENT and isinstance(state, str):
+        carrier[TRACESTATE] = state
+    try:
+        context = api.propagator.extract(carrier, context=api.context.Context())
+    except Exception:
+        return None
+    span_context = api.trace.get_current_span(context).get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+class _NoProcess:
+    def __enter__(self) -> _NoProcess:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def ended(self, outcome: Outcome, exc: BaseException | None) -> None:
+        return None
+
+
+_NO_PROCESS = _NoProcess()
+
+
+class _Process(_NoProcess):
+    """One ``process {queue}`` span around an attempt, made current while the runner runs."""
+
+    def __init__(self, tracer: Any, job: Job, running: Running) -> None:
+        self.tracer, self.job, self.running = tracer, job, running
+        self.span: Any = None
+        self.token: Any = None
+
+    def __enter__(self) -> _Process:
+        api = _load()
+        assert api is not None
+        job, trace = self.job, api.trace
+        stored = job.trace_context
+        sent = _stored_context(api, stored, TRACEPARENT)
+        previous = _stored_context(api, stored, PREVIOUS)
+        attempt = max(int(job.attempts or 1), 1)
+        relationship = jobs_settings.TRACE_RELATIONSHIP
+        child = relationship == "child" or (relationship not in ("child", "link") and attempt == 1)
+        links = []
+        if sent is not None:
+            links.append(trace.Link(sent, {"messaging.django_jobs.link": "send"}))
+        if previous is not None:
+            links.append(trace.Link(previous, {"messaging.django_jobs.link": "previous_attempt"}))
+        # Never the worker's ambient context: the stored one, or a new root.
+        parent = api.context.Context()
+        if child and sent is not None:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(sent), parent)
+        attributes = _attributes("process", "process", job.queue, job.kind)
+        attributes["messaging.message.id"] = str(job.pk)
+        attributes["messaging.django_jobs.attempt"] = attempt
+        self.span = self.tracer.start_span(
+            f"process {job.queue}",
+            context=parent,
+            kind=trace.SpanKind.CONSUMER,
+            links=links,
+            attributes=attributes,
+        )
+        context = trace.set_span_in_context(self.span, api.context.Context())
+        self.running.trace = context
+        self.token = api.context.attach(context)
+        return self
+
+    def ended(self, outcome: Outcome, exc: BaseException | None) -> None:
+        span, state = self.span, outcome.state
+        span.set_attribute("messaging.django_jobs.outcome", str(state))
+        reason = (outcome.error or "").split("\n", 1)[0]
+        if state == JobState.QUEUED:
+            span.add_event("retry", _event(reason, outcome))
+        elif state == JobState.WAITING:
+            text = outcome.wait_reason or ""
+            # ``step.sleep``'s reason reads "sleeping in step ..." (engine.steps).
+            name = "sleep" if text.startswith("sleeping in step") else "wait"
+            span.add_event(name, _event(text, outcome))
+        elif state == JobState.CANCELLED:
+            span.add_event("cancel", {"reason": reason})
+        failed = state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN)
+        if failed or (state == JobState.QUEUED and exc is not None):
+            _fail(span, exc, str(state), reason)
+        if state != JobState.SUCCEEDED:
+            # Stored with the outcome, for the next attempt to link to.
+            api = _load()
+            assert api is not None
+            carrier: dict[str, str] = {}
+            api.propagator.inject(carrier, context=api.trace.set_span_in_context(span))
+            if TRACEPARENT in carrier:
+                stored = self.job.trace_context
+                kept = dict(stored) if isinstance(stored, dict) else {}
+                outcome.trace_context = {**kept, PREVIOUS: carrier[TRACEPARENT]}
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        api = _load()
+        assert api is not None
+        self.running.trace = None
+        api.context.detach(self.token)
+        if exc is not None:
+            _fail(self.span, exc)
+        self.span.end()
+
+
+def _event(reason: str, outcome: Outcome) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"reason": reason}
+    if outcome.run_at is not None:
+        attributes["run_at"] = outcome.run_at.isoformat()
+    return attributes
+
+
+def processing(job: Job, running: Running) -> _NoProcess:
+    """A context manager around one attempt of ``job``: its ``process`` span, current while the
+    runner runs; call ``.ended(outcome, exc)`` with what the attempt came to."""
+    tracer = _tracer()
+    if tracer is None:
+        return _NO_PROCESS
+    return _Process(tracer, job, running)
+
+
+def resume(running: Running) -> None:
+    """Make ``running``'s span current in this context: an ``async def`` runner runs on its
+    loop's thread, which does not share the executor thread's context."""
+    if running.trace is not None:
+        api = _load()
+        if api is not None:
+            api.context.attach(running.trace)
+
+
+# -- steps -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _step_span(tracer: Any, name: str) -> Iterator[None]:
+    api = _load()
+    assert api is not None
+    span = tracer.start_span(f"step {name}", kind=api.trace.SpanKind.INTERNAL)
+    span.set_attribute("messaging.django_jobs.step", name)
+    token = api.context.attach(api.trace.set_span_in_context(span))
+    try:
+        yield
+    except BaseException as exc:
+        _fail(span, exc)
+        raise
+    finally:
+        api.context.detach(token)
+        span.end()
+
+
+class _NoStep:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_STEP = _NoStep()
+
+
+def step(name: str) -> Any:
+    """A context manager around a step's activity: a ``step {name}`` span under the attempt's."""
+    tracer = _tracer()
+    if tracer is None:
+        return _NO_STEP
+    return _step_span(tracer, name)
+
+
+def step_replayed(name: str) -> None:
+    """A step returned its stored value: an event ``step.replayed`` on the current span."""
+    if _tracer() is None:
+        return
+    api = _load()
+    assert api is not None
+    span = api.trace.get_current_span()
+    if span.is_recording():
+        span.add_event("step.replayed", {"messaging.django_jobs.step": name})
+
+
+# -- expiry ----------------------------------------------------------------------------------
+
+
+def expired(jobs: Sequence[Job]) -> None:
+    """Jobs ended unrun past their ``expires_at``: each traced one gets a short
+    ``expire {queue}`` span in its enqueue's trace, with an ``expired`` event."""
+    tracer = _tracer()
+    if tracer is None:
+        return
+    api = _load()
+    assert api is not None
+    for job in jobs:
+        sent = _stored_context(api, job.trace_context, TRACEPARENT)
+        if sent is None:
+            continue
+        parent = api.trace.set_span_in_context(
+            api.trace.NonRecordingSpan(sent), api.context.Context()
+        )
+        attributes = _attributes("settle", "settle", job.queue, job.kind)
+        attributes["messaging.message.id"] = str(job.pk)
+        span = tracer.start_span(
+            f"expire {job.queue}",
+            context=parent,
+            kind=api.trace.SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        span.add_event("expired", {"reason": job.error or "expired"})
+        span.end()
+
+
+# -- logs ------------------------------------------------------------------------------------
+
+
+class JobLogFilter(logging.Filter):
+    """Adds the running job to each record written while it runs: ``job_id``, ``kind``,
+    ``attempt``, ``queue`` and, when tracing, ``trace_id`` and ``span_id`` (hex), as ``extra``
+    fields any handler or formatter can read. A record written outside a job passes as it is;
+    a field the record already has is kept. The worker installs it on the handlers configured
+    when it starts (``install_log_filter``); name it in ``LOGGING`` for handlers added later::
+
+        "filters": {"job": {"()": "django_jobs.observability.tracing.JobLogFilter"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["job"]}},
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        add_job_fields(record)
+        return True
+
+
+def add_job_fields(record: logging.LogRecord) -> None:
+    running = CURRENT.get()
+    if running is None:
+        return
+    job = running.job
+    fields = record.__dict__
+    for name, value in (
+        ("job_id", job.pk),
+        ("kind", job.kind),
+        ("attempt", job.attempts),
+        ("queue", job.queue),
+    ):
+        fields.setdefault(name, value)
+    if running.trace is None:
+        return
+    api = _load()
+    if api is None:
+        return
+    span_context = api.trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        span_context = api.trace.get_current_span(running.trace).get_span_context()
+    fields.setdefault("trace_id", format(span_context.trace_id, "032x"))
+    fields.setdefault("span_id", format(span_context.span_id, "016x"))
+
+
+_FILTER = JobLogFilter()
+
+
+def install_log_filter() -> None:
+    """Add ``JobLogFilter`` to every handler configured now (the root logger's and every named
+    logger's), once each: records written while a job runs then carry its fields."""
+    loggers: list[Any] = [logging.getLogger()]
+    loggers += [
+        found
+        for found in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(found, logging.Logger)
+    ]
+    for each in loggers:
+        for handler in list(each.handlers):
+            if not any(isinstance(f, JobLogFilter) for f in handler.filters):
+                handler.addFilter(_FILTER)
+
+
+__all__ = [
+    "RELATIONSHIPS",
+    "JobLogFilter",
+    "add_job_fields",
+    "configure",
+    "enabled",
+    "error_type",
+    "expired",
+    "install_log_filter",
+    "processing",
+    "resume",
+    "scheduled",
+    "sending",
+    "step",
+    "step_replayed",
+]
