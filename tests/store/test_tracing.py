@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from django.db import connection, transaction
-from django.test import TestCase, override_settings
+from django.test import TestCase, TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 
 pytest.importorskip("opentelemetry.sdk.trace")
@@ -29,11 +29,14 @@ from opentelemetry.trace import SpanKind, StatusCode
 from django_jobs import Retry, job, schedule
 from django_jobs.engine import tracing
 from django_jobs.engine.schedules import undeclare
+from django_jobs.engine.worker import Worker
 from django_jobs.models import Job
 from django_jobs.observability.tracing import JobLogFilter
 from django_jobs.registry import unregister
 from django_jobs.testing import fire_schedules, run_until_idle
 from testproject.jobs import noop
+from testproject.tasks import add
+from tests.integration.test_events import needs_file_database
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -355,6 +358,76 @@ class StepTests(Traced):
         run_until_idle()
         process, step = self.one("process default"), self.one("step remote")
         assert step.parent.span_id == process.context.span_id
+
+
+class TasksBackendTests(Traced):
+    def test_a_django_task_enqueued_in_a_request_is_sent_under_it_and_processed_after(self):
+        with self.tracer.start_as_current_span("GET /sum") as request:
+            result = add.enqueue(1, 2)
+        run_until_idle()
+        send, process = self.one("send default"), self.one("process default")
+        assert send.parent.span_id == request.get_span_context().span_id
+        assert send.attributes["messaging.message.id"] == result.id
+        assert process.parent.span_id == send.context.span_id
+        assert process.context.trace_id == request.get_span_context().trace_id
+
+
+class WorkerThreadTests(TransactionTestCase):
+    """The worker's own executor threads (and an async runner's loop thread): the attempt's
+    span is current where the runner runs, and the worker puts the job on log records."""
+
+    def setUp(self):
+        needs_file_database()
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        tracing.configure(tracer_provider=provider)
+        self.addCleanup(tracing.configure, None)
+        self.records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = self.records.append  # type: ignore[method-assign]
+        self.log = logging.getLogger("tests.tracing.worker")
+        self.log.addHandler(handler)  # no filter of its own: the worker installs one
+        self.log.setLevel(logging.INFO)
+        self.addCleanup(self.log.removeHandler, handler)
+        log = self.log
+
+        @job("tr.thread", idempotency_key="payload", retry=Retry(attempts=1))
+        def threaded(ctx):
+            return ctx.step.run("sync", lambda: log.info("sync step") or 1)
+
+        @job("tr.loop", idempotency_key="payload", retry=Retry(attempts=1))
+        async def looped(ctx):
+            log.info("async runner")
+            return await ctx.step.arun("async", lambda: 2)
+
+        self.addCleanup(unregister, "tr.thread")
+        self.addCleanup(unregister, "tr.loop")
+        self.threaded, self.looped = threaded, looped
+
+    def test_spans_nest_on_the_worker_threads_and_records_carry_the_job(self):
+        sync_job = self.threaded.enqueue({"n": 1})
+        async_job = self.looped.enqueue({"n": 1})
+        Worker(concurrency=2, burst=True, scheduler=False).run()
+        assert set(Job.objects.values_list("state", flat=True)) == {"succeeded"}
+        spans = {s.name: s for s in self.exporter.get_finished_spans() if "step" in s.name}
+        processes = [s for s in self.exporter.get_finished_spans() if s.name.startswith("proc")]
+        by_job = {int(p.attributes["messaging.message.id"]): p for p in processes}
+        assert spans["step sync"].parent.span_id == by_job[sync_job.pk].context.span_id
+        assert spans["step async"].parent.span_id == by_job[async_job.pk].context.span_id
+        fields = {
+            r.getMessage(): (r.job_id, r.kind, r.attempt, r.queue, r.trace_id) for r in self.records
+        }
+        assert fields == {
+            "sync step": (
+                sync_job.pk, "tr.thread", 1, "default",
+                f"{by_job[sync_job.pk].context.trace_id:032x}",
+            ),
+            "async runner": (
+                async_job.pk, "tr.loop", 1, "default",
+                f"{by_job[async_job.pk].context.trace_id:032x}",
+            ),
+        }  # fmt: skip
 
 
 class LogTests(Traced):
