@@ -18,10 +18,14 @@ returns at once: no span, no stored context (the column stays NULL), no statemen
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
+
+from django.utils.module_loading import import_string
 
 from ..conf import jobs_settings
 from ..states import JobState
@@ -44,20 +48,32 @@ _SCHEDULE: ContextVar[str | None] = ContextVar("django_jobs_schedule", default=N
 _UNSET: Any = object()
 _api: Any = _UNSET  # the opentelemetry modules, loaded on first use (None: not installed)
 _provider: Any = None  # configure()'s
+_meter_provider: Any = None  # configure()'s
 _tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
+_meters: dict[int, tuple[Any, _Instruments]] = {}  # id(provider) -> (provider, instruments)
+_imported: dict[str, Any] = {}  # JOBS["TRACER_PROVIDER"] as an import string -> the provider
 
 
 class _Api:
     """The pieces of ``opentelemetry-api`` used here, imported once."""
 
     def __init__(self) -> None:
-        from opentelemetry import context, trace
+        from opentelemetry import context, metrics, trace
+        from opentelemetry.metrics import NoOpMeterProvider
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self.context = context
         self.trace = trace
+        self.metrics = metrics
         self.propagator = TraceContextTextMapPropagator()
         self.placeholders = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self.meter_placeholders: tuple[type, ...] = (NoOpMeterProvider,)
+        try:  # the API's stand-in until a MeterProvider is set (private, hence the guard)
+            from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+            self.meter_placeholders += (_ProxyMeterProvider,)
+        except ImportError:
+            pass
 
 
 def _load() -> _Api | None:
@@ -70,12 +86,14 @@ def _load() -> _Api | None:
     return _api  # type: ignore[no-any-return]
 
 
-def configure(tracer_provider: Any = None) -> None:
+def configure(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """Use ``tracer_provider`` for the jobs' spans (None: back to ``JOBS["TRACER_PROVIDER"]``,
-    then OpenTelemetry's global provider). Tests pass their own, with an in-memory exporter."""
-    global _provider
-    _provider = tracer_provider
+    then OpenTelemetry's global provider), and ``meter_provider`` for their metrics (None:
+    the global one). Tests pass their own, with in-memory exporters and readers."""
+    global _provider, _meter_provider
+    _provider, _meter_provider = tracer_provider, meter_provider
     _tracers.clear()
+    _meters.clear()
 
 
 def _tracer() -> Any:
@@ -87,7 +105,9 @@ def _tracer() -> Any:
     if provider is None:
         provider = jobs_settings.TRACER_PROVIDER
         if isinstance(provider, str):
-            provider = jobs_settings.callable_setting("TRACER_PROVIDER")
+            if provider not in _imported:
+                _imported[provider] = import_string(provider)
+            provider = _imported[provider]
         if provider is None:
             provider = api.trace.get_tracer_provider()
     if isinstance(provider, api.placeholders):
@@ -97,6 +117,75 @@ def _tracer() -> Any:
         found = (provider, provider.get_tracer("django_jobs"))
         _tracers[id(provider)] = found
     return found[1]
+
+
+class _Instruments:
+    """The jobs' metrics (messaging semantic conventions); attributes never name a job."""
+
+    def __init__(self, meter: Any) -> None:
+        self.sent = meter.create_counter(
+            "messaging.client.sent.messages",
+            unit="{message}",
+            description="Jobs admitted (enqueued, spawned, fired by a schedule).",
+        )
+        self.duration = meter.create_histogram(
+            "messaging.process.duration",
+            unit="s",
+            description="How long one attempt of a job ran, from its start to its outcome.",
+        )
+        meter.create_observable_gauge(
+            "messaging.django_jobs.queue.depth",
+            callbacks=[_queue_depth],
+            unit="{message}",
+            description="Queued jobs per queue (due now or later), read at collection.",
+        )
+
+
+def _instruments() -> _Instruments | None:
+    """The metric instruments, or None when no MeterProvider is configured."""
+    api = _load()
+    if api is None:
+        return None
+    provider = _meter_provider
+    if provider is None:
+        provider = api.metrics.get_meter_provider()
+    if isinstance(provider, api.meter_placeholders):
+        return None
+    found = _meters.get(id(provider))
+    if found is None or found[0] is not provider:
+        found = (provider, _Instruments(provider.get_meter("django_jobs")))
+        _meters[id(provider)] = found
+    return found[1]
+
+
+def _queue_depth(options: Any) -> Iterator[Any]:
+    """The gauge's callback: one count per queue (a read of the job table)."""
+    from django.db import DatabaseError, connections
+    from django.db.models import Count
+
+    from ..models import Job
+
+    api = _load()
+    assert api is not None
+    alias = jobs_settings.DATABASE
+    try:
+        rows = list(
+            Job.objects.using(alias)
+            .filter(state=JobState.QUEUED)
+            .order_by()
+            .values_list("queue")
+            .annotate(n=Count("id"))
+        )
+    except DatabaseError:
+        rows = []
+    finally:
+        # A metric reader's own thread: its connection is not kept open between collections.
+        if threading.current_thread() is not threading.main_thread():
+            connections[alias].close()
+    for queue, count in rows:
+        yield api.metrics.Observation(
+            count, {"messaging.system": SYSTEM, "messaging.destination.name": queue}
+        )
 
 
 def enabled() -> bool:
@@ -151,13 +240,19 @@ _NO_SEND = _NoSend()
 
 
 class _Send(_NoSend):
-    """One ``send {queue}`` span around an admission; stamps its context on the rows."""
+    """One ``send {queue}`` span around an admission; stamps its context on the rows. Counts
+    the jobs sent (``messaging.client.sent.messages``) when metrics are on."""
 
-    def __init__(self, tracer: Any, rows: Sequence[NewJob]) -> None:
-        self.tracer, self.rows = tracer, rows
+    def __init__(self, tracer: Any, instruments: _Instruments | None, rows: Sequence[NewJob]):
+        self.tracer, self.instruments, self.rows = tracer, instruments, rows
         self.span: Any = None
 
     def __enter__(self) -> _Send:
+        if self.tracer is not None:
+            self._start()
+        return self
+
+    def _start(self) -> None:
         api = _load()
         assert api is not None
         first = self.rows[0]
@@ -179,13 +274,18 @@ class _Send(_NoSend):
         stored = carrier or None
         for row in self.rows:
             row.trace_context = stored
-        return self
 
     def sent(self, jobs: Sequence[Job]) -> None:
-        if len(jobs) == 1 and jobs[0].pk is not None:
+        if self.span is not None and len(jobs) == 1 and jobs[0].pk is not None:
             self.span.set_attribute("messaging.message.id", str(jobs[0].pk))
+        if self.instruments is not None:
+            first = self.rows[0]
+            attributes = _attributes("send", "send", first.queue, first.kind)
+            self.instruments.sent.add(len(self.rows), attributes)
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.span is None:
+            return
         if exc is not None:
             _fail(self.span, exc)
         self.span.end()
@@ -194,10 +294,10 @@ class _Send(_NoSend):
 def sending(rows: Sequence[NewJob]) -> _NoSend:
     """A context manager around the admission of ``rows``: a ``send`` span whose context each
     row stores (``trace_context``); call ``.sent(jobs)`` with the jobs admitted."""
-    tracer = _tracer()
-    if tracer is None:
+    tracer, instruments = _tracer(), _instruments()
+    if tracer is None and instruments is None:
         return _NO_SEND
-    return _Send(tracer, rows)
+    return _Send(tracer, instruments, rows)
 
 
 @contextmanager
@@ -250,12 +350,22 @@ _NO_PROCESS = _NoProcess()
 class _Process(_NoProcess):
     """One ``process {queue}`` span around an attempt, made current while the runner runs."""
 
-    def __init__(self, tracer: Any, job: Job, running: Running) -> None:
-        self.tracer, self.job, self.running = tracer, job, running
+    def __init__(
+        self, tracer: Any, instruments: _Instruments | None, job: Job, running: Running
+    ) -> None:
+        self.tracer, self.instruments, self.job, self.running = tracer, instruments, job, running
         self.span: Any = None
         self.token: Any = None
+        self.began = 0.0
+        self.error_type: str | None = None
 
     def __enter__(self) -> _Process:
+        self.began = time.perf_counter()
+        if self.tracer is not None:
+            self._start()
+        return self
+
+    def _start(self) -> None:
         api = _load()
         assert api is not None
         job, trace = self.job, api.trace
@@ -287,9 +397,17 @@ class _Process(_NoProcess):
         context = trace.set_span_in_context(self.span, api.context.Context())
         self.running.trace = context
         self.token = api.context.attach(context)
-        return self
 
     def ended(self, outcome: Outcome, exc: BaseException | None) -> None:
+        state = outcome.state
+        if state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN) or (
+            state == JobState.QUEUED and exc is not None
+        ):
+            self.error_type = error_type(exc) if exc is not None else str(state)
+        if self.span is not None:
+            self._ended(outcome, exc)
+
+    def _ended(self, outcome: Outcome, exc: BaseException | None) -> None:
         span, state = self.span, outcome.state
         span.set_attribute("messaging.django_jobs.outcome", str(state))
         reason = (outcome.error or "").split("\n", 1)[0]
@@ -302,8 +420,7 @@ class _Process(_NoProcess):
             span.add_event(name, _event(text, outcome))
         elif state == JobState.CANCELLED:
             span.add_event("cancel", {"reason": reason})
-        failed = state in (JobState.FAILED, JobState.BLOCKED, JobState.UNKNOWN)
-        if failed or (state == JobState.QUEUED and exc is not None):
+        if self.error_type is not None:
             _fail(span, exc, str(state), reason)
         if state != JobState.SUCCEEDED:
             # Stored with the outcome, for the next attempt to link to.
@@ -317,6 +434,14 @@ class _Process(_NoProcess):
                 outcome.trace_context = {**kept, PREVIOUS: carrier[TRACEPARENT]}
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.instruments is not None:
+            job = self.job
+            attributes = _attributes("process", "process", job.queue, job.kind)
+            if exc is not None or self.error_type is not None:
+                attributes["error.type"] = error_type(exc) if exc is not None else self.error_type
+            self.instruments.duration.record(time.perf_counter() - self.began, attributes)
+        if self.span is None:
+            return
         api = _load()
         assert api is not None
         self.running.trace = None
@@ -336,10 +461,10 @@ def _event(reason: str, outcome: Outcome) -> dict[str, Any]:
 def processing(job: Job, running: Running) -> _NoProcess:
     """A context manager around one attempt of ``job``: its ``process`` span, current while the
     runner runs; call ``.ended(outcome, exc)`` with what the attempt came to."""
-    tracer = _tracer()
-    if tracer is None:
+    tracer, instruments = _tracer(), _instruments()
+    if tracer is None and instruments is None:
         return _NO_PROCESS
-    return _Process(tracer, job, running)
+    return _Process(tracer, instruments, job, running)
 
 
 def resume(running: Running) -> None:

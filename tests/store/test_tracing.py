@@ -530,6 +530,53 @@ class CostTests(Traced):
         assert sum("trace_context =" in sql for sql in traced[1]) == 1
 
 
+class MetricTests(Traced):
+    def setUp(self):
+        super().setUp()
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        self.reader = InMemoryMetricReader()
+        tracing.configure(meter_provider=MeterProvider(metric_readers=[self.reader]))
+
+    def points(self):
+        found = {}
+        for resource in self.reader.get_metrics_data().resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found[metric.name] = list(metric.data.data_points)
+        return found
+
+    def test_sent_messages_process_duration_and_queue_depth_without_job_ids(self):
+        def maybe(ctx):
+            if ctx.payload["n"] == 2:
+                raise ValueError("two")
+
+        task = self.define("tr.metrics", maybe, retry=Retry(attempts=1))
+        task.enqueue({"n": 1})
+        task.enqueue_many([{"n": 2}, {"n": 3}])
+        task.enqueue_many([{"n": 4}, {"n": 5}], queue="later", delay="1h")
+        assert self.spans() == []  # metrics alone: no tracer provider given
+        run_until_idle()
+        points = self.points()
+        sent = {p.attributes["messaging.destination.name"]: p.value for p in points[
+            "messaging.client.sent.messages"]}  # fmt: skip
+        assert sent == {"default": 3, "later": 2}
+        durations = {
+            p.attributes.get("error.type"): p.count for p in points["messaging.process.duration"]
+        }
+        assert durations == {None: 2, "ValueError": 1}
+        depth = {
+            p.attributes["messaging.destination.name"]: p.value
+            for p in points["messaging.django_jobs.queue.depth"]
+        }
+        assert depth == {"later": 2}
+        for metric in points.values():
+            for point in metric:
+                assert "messaging.message.id" not in point.attributes
+                assert point.attributes["messaging.system"] == "django_jobs"
+
+
 def test_error_type_names_the_class_with_its_module():
     assert tracing.error_type(ValueError()) == "ValueError"
     assert tracing.error_type(transaction.TransactionManagementError()) == (
