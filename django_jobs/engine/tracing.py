@@ -18,6 +18,7 @@ returns at once: no span, no stored context (the column stays NULL), no statemen
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -49,8 +50,12 @@ _UNSET: Any = object()
 _api: Any = _UNSET  # the opentelemetry modules, loaded on first use (None: not installed)
 _provider: Any = None  # configure()'s
 _meter_provider: Any = None  # configure()'s
-_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
-_meters: dict[int, tuple[Any, _Instruments]] = {}  # id(provider) -> (provider, instruments)
+# The last provider asked and what it gave (None: a placeholder), so that the check made on
+# every enqueue and attempt is a few reads; and every provider's, kept (id -> both).
+_last_tracer: tuple[Any, Any] = (_UNSET, None)
+_last_meter: tuple[Any, Any] = (_UNSET, None)
+_tracers: dict[int, tuple[Any, Any]] = {}
+_meters: dict[int, tuple[Any, _Instruments | None]] = {}
 _imported: dict[str, Any] = {}  # JOBS["TRACER_PROVIDER"] as an import string -> the provider
 
 
@@ -59,6 +64,10 @@ class _Api:
 
     def __init__(self) -> None:
         from opentelemetry import context, metrics, trace
+        from opentelemetry.environment_variables import (
+            OTEL_PYTHON_METER_PROVIDER,
+            OTEL_PYTHON_TRACER_PROVIDER,
+        )
         from opentelemetry.metrics import NoOpMeterProvider
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -68,12 +77,37 @@ class _Api:
         self.propagator = TraceContextTextMapPropagator()
         self.placeholders = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self.meter_placeholders: tuple[type, ...] = (NoOpMeterProvider,)
-        try:  # the API's stand-in until a MeterProvider is set (private, hence the guard)
+        # The global providers, read where the API keeps them (``get_tracer_provider()`` reads
+        # the environment on each call while none is set: a microsecond and more per job).
+        # Private names, hence the fallbacks to the public calls.
+        self.tracer_globals: Any = trace
+        self.meter_globals: Any = None
+        try:
+            from opentelemetry.metrics import _internal as meter_globals
             from opentelemetry.metrics._internal import _ProxyMeterProvider
 
             self.meter_placeholders += (_ProxyMeterProvider,)
+            self.meter_globals = meter_globals
         except ImportError:
             pass
+        if not hasattr(trace, "_TRACER_PROVIDER") or OTEL_PYTHON_TRACER_PROVIDER in os.environ:
+            self.tracer_globals = None
+        if not hasattr(self.meter_globals, "_METER_PROVIDER") or (
+            OTEL_PYTHON_METER_PROVIDER in os.environ
+        ):
+            self.meter_globals = None
+
+    def tracer_provider(self) -> Any:
+        """The global TracerProvider, or None while none is set."""
+        if self.tracer_globals is None:
+            return self.trace.get_tracer_provider()
+        return self.tracer_globals._TRACER_PROVIDER
+
+    def meter_provider(self) -> Any:
+        """The global MeterProvider, or None while none is set."""
+        if self.meter_globals is None:
+            return self.metrics.get_meter_provider()
+        return self.meter_globals._METER_PROVIDER
 
 
 def _load() -> _Api | None:
@@ -90,32 +124,38 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """Use ``tracer_provider`` for the jobs' spans (None: back to ``JOBS["TRACER_PROVIDER"]``,
     then OpenTelemetry's global provider), and ``meter_provider`` for their metrics (None:
     the global one). Tests pass their own, with in-memory exporters and readers."""
-    global _provider, _meter_provider
+    global _provider, _meter_provider, _last_tracer, _last_meter
     _provider, _meter_provider = tracer_provider, meter_provider
-    _tracers.clear()
-    _meters.clear()
+    _last_tracer = _last_meter = (_UNSET, None)
+    _imported.clear()
 
 
 def _tracer() -> Any:
     """The tracer to use, or None when tracing is off (no API, or no provider configured)."""
+    global _last_tracer
     api = _load()
     if api is None:
         return None
     provider = _provider
     if provider is None:
         provider = jobs_settings.TRACER_PROVIDER
-        if isinstance(provider, str):
+        if provider is None:
+            provider = api.tracer_provider()
+            if provider is None:
+                return None
+        elif isinstance(provider, str):
             if provider not in _imported:
                 _imported[provider] = import_string(provider)
             provider = _imported[provider]
-        if provider is None:
-            provider = api.trace.get_tracer_provider()
-    if isinstance(provider, api.placeholders):
-        return None
+    last = _last_tracer
+    if provider is last[0]:
+        return last[1]
     found = _tracers.get(id(provider))
     if found is None or found[0] is not provider:
-        found = (provider, provider.get_tracer("django_jobs"))
+        real = not isinstance(provider, api.placeholders)
+        found = (provider, provider.get_tracer("django_jobs") if real else None)
         _tracers[id(provider)] = found
+    _last_tracer = found
     return found[1]
 
 
@@ -143,18 +183,25 @@ class _Instruments:
 
 def _instruments() -> _Instruments | None:
     """The metric instruments, or None when no MeterProvider is configured."""
+    global _last_meter
     api = _load()
     if api is None:
         return None
     provider = _meter_provider
     if provider is None:
-        provider = api.metrics.get_meter_provider()
-    if isinstance(provider, api.meter_placeholders):
-        return None
+        provider = api.meter_provider()
+        if provider is None:
+            return None
+    last = _last_meter
+    if provider is last[0]:
+        return last[1]  # type: ignore[no-any-return]
     found = _meters.get(id(provider))
     if found is None or found[0] is not provider:
-        found = (provider, _Instruments(provider.get_meter("django_jobs")))
+        # Made once per provider: the gauge's callback is registered once.
+        real = not isinstance(provider, api.meter_placeholders)
+        found = (provider, _Instruments(provider.get_meter("django_jobs")) if real else None)
         _meters[id(provider)] = found
+    _last_meter = found
     return found[1]
 
 

@@ -134,6 +134,16 @@ class SendTests(Traced):
         run_until_idle()
         assert self.spans() == []
 
+    def test_the_global_provider_is_used_once_one_is_set(self):
+        tracing.configure(None)
+        task = self.define("tr.global", lambda ctx: None)
+        assert task.enqueue({"n": 1}).trace_context is None
+        with pytest.MonkeyPatch.context() as patch:
+            # What trace.set_tracer_provider() does (it may be called once per process).
+            patch.setattr(trace, "_TRACER_PROVIDER", self.provider)
+            created = task.enqueue({"n": 2})
+        assert created.trace_context == {"traceparent": traceparent(self.one("send default"))}
+
     def test_a_schedule_occurrence_starts_its_own_trace_named_for_the_schedule(self):
         self.addCleanup(undeclare, "tr.nightly")
         schedule("tr.nightly", every="1m", job=noop)
