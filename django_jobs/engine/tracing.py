@@ -325,6 +325,8 @@ class _Send(_NoSend):
     def sent(self, jobs: Sequence[Job]) -> None:
         if self.span is not None and len(jobs) == 1 and jobs[0].pk is not None:
             self.span.set_attribute("messaging.message.id", str(jobs[0].pk))
+            if jobs[0].deduped:  # a live job held the key: it keeps its own context
+                self.span.set_attribute("messaging.django_jobs.deduped", True)
         if self.instruments is not None:
             first = self.rows[0]
             attributes = _attributes("send", "send", first.queue, first.kind)

@@ -36,9 +36,14 @@ from django_jobs.registry import unregister
 from django_jobs.testing import fire_schedules, run_until_idle
 from testproject.jobs import noop
 from testproject.tasks import add
-from tests.integration.test_events import needs_file_database
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
+
+
+def needs_file_database() -> None:
+    name = str(connection.settings_dict["NAME"])
+    if connection.vendor == "sqlite" and ("mode=memory" in name or name in ("", ":memory:")):
+        pytest.skip("the worker's threads need a file or server database (SQLITE_TEST_PATH)")
 
 
 def traceparent(span) -> str:
@@ -94,6 +99,11 @@ class SendTests(Traced):
             "messaging.django_jobs.kind": "tr.one",
             "messaging.message.id": str(created.pk),
         }
+        again = task.enqueue({"n": 1})  # deduped onto the live job: its context stays
+        assert again.deduped and again.pk == created.pk
+        [_, dedupe] = self.spans("send mail")
+        assert dedupe.attributes["messaging.django_jobs.deduped"] is True
+        assert dedupe.attributes["messaging.message.id"] == str(created.pk)
         stored = Job.objects.get(pk=created.pk).trace_context
         assert stored == {"traceparent": traceparent(send)}
         assert created.trace_context == stored  # the job returned is the row as inserted
