@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
+from ..checks import TRACE_RELATIONSHIPS
 from ..conf import jobs_settings
 from ..states import JobState
 from .running import CURRENT
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .running import Running
 
 SYSTEM = "django_jobs"
-RELATIONSHIPS = ("child_first_attempt", "child", "link")
+RELATIONSHIPS = TRACE_RELATIONSHIPS  # JOBS["TRACE_RELATIONSHIP"]'s values
 #: The keys of a stored context: the enqueue's (W3C ``traceparent`` and ``tracestate``) and
 #: the last attempt's ``traceparent`` (``previous``), which a retry links to.
 TRACEPARENT, TRACESTATE, PREVIOUS = "traceparent", "tracestate", "previous"

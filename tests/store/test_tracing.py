@@ -617,3 +617,21 @@ def test_the_trace_id_of_the_current_span_is_not_the_jobs_without_a_job():
         tracing.add_job_fields(record)
     assert not hasattr(record, "trace_id")
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected"),
+    [
+        ({"TRACE_RELATIONSHIP": "parent"}, ["django_jobs.E301"]),
+        ({"TRACER_PROVIDER": "no.such.module.provider"}, ["django_jobs.E302"]),
+        ({"TRACER_PROVIDER": object()}, ["django_jobs.E302"]),
+        ({"TRACE_RELATIONSHIP": "link", "TRACER_PROVIDER": TracerProvider()}, []),
+    ],
+)
+def test_tracing_settings_are_checked(jobs, expected):
+    from django_jobs.checks import check_jobs_settings
+
+    with override_settings(JOBS=jobs):
+        errors = check_jobs_settings()
+    assert [e.id for e in errors] == expected
+    assert all(e.hint for e in errors)
