@@ -39,6 +39,11 @@ from testproject.tasks import add
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
+#: A provider named by its import string in JOBS["TRACER_PROVIDER"].
+SETTING_EXPORTER = InMemorySpanExporter()
+SETTING_PROVIDER = TracerProvider()
+SETTING_PROVIDER.add_span_processor(SimpleSpanProcessor(SETTING_EXPORTER))
+
 
 def needs_file_database() -> None:
     name = str(connection.settings_dict["NAME"])
@@ -153,6 +158,16 @@ class SendTests(Traced):
             patch.setattr(trace, "_TRACER_PROVIDER", self.provider)
             created = task.enqueue({"n": 2})
         assert created.trace_context == {"traceparent": traceparent(self.one("send default"))}
+
+    def test_the_setting_names_a_provider_by_its_import_string(self):
+        tracing.configure(None)
+        SETTING_EXPORTER.clear()
+        task = self.define("tr.setting", lambda ctx: None)
+        with override_settings(JOBS={"TRACER_PROVIDER": f"{__name__}.SETTING_PROVIDER"}):
+            created = task.enqueue({"n": 1})
+        [send] = SETTING_EXPORTER.get_finished_spans()
+        assert created.trace_context == {"traceparent": traceparent(send)}
+        assert self.spans() == []  # not the provider of the other tests
 
     def test_a_schedule_occurrence_starts_its_own_trace_named_for_the_schedule(self):
         self.addCleanup(undeclare, "tr.nightly")
