@@ -472,8 +472,9 @@ class _Process(_NoProcess):
             span.add_event("cancel", {"reason": reason})
         if self.error_type is not None:
             _fail(span, exc, str(state), reason)
-        if state != JobState.SUCCEEDED:
-            # Stored with the outcome, for the next attempt to link to.
+        if state != JobState.SUCCEEDED or self.job.parent_id is not None:
+            # Stored with the outcome, for the next attempt to link to (and, for a child, its
+            # parent's gather).
             api = _load()
             assert api is not None
             carrier: dict[str, str] = {}
@@ -524,6 +525,27 @@ def resume(running: Running) -> None:
         api = _load()
         if api is not None:
             api.context.attach(running.trace)
+
+
+#: The most links a gather adds to its attempt's span (the SDK keeps 128 by default).
+MAX_CHILD_LINKS = 128
+
+
+def link_children(stored: Sequence[Any]) -> None:
+    """A gather's children have ended: link the current attempt's span to each child's last
+    attempt (its ``previous``, stored with its outcome), up to ``MAX_CHILD_LINKS``."""
+    if not stored or _tracer() is None:
+        return
+    api = _load()
+    assert api is not None
+    span = api.trace.get_current_span()
+    add_link = getattr(span, "add_link", None)  # opentelemetry-api 1.23 and later
+    if add_link is None or not span.is_recording():
+        return
+    for each in stored[:MAX_CHILD_LINKS]:
+        child = _stored_context(api, each, PREVIOUS)
+        if child is not None:
+            add_link(child, {"messaging.django_jobs.link": "child"})
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -677,6 +699,7 @@ __all__ = [
     "error_type",
     "expired",
     "install_log_filter",
+    "link_children",
     "processing",
     "resume",
     "scheduled",

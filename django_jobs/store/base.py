@@ -711,13 +711,17 @@ class Store:
         written: list[int] = []
         parents: list[int | None] = []
         with transaction.atomic(using=self.alias):
-            successes = [o for o in outcomes if o.state == JobState.SUCCEEDED]
+            # A success with a trace context to store (a traced child's, for its parent's
+            # gather to link to) is written as the other outcomes are, with its context.
+            successes = [
+                o for o in outcomes if o.state == JobState.SUCCEEDED and o.trace_context is None
+            ]
             if successes:
                 for job_id, parent_id in self._record_successes(successes):
                     written.append(job_id)
                     parents.append(parent_id)
             for outcome in outcomes:
-                if outcome.state == JobState.SUCCEEDED:
+                if outcome.state == JobState.SUCCEEDED and outcome.trace_context is None:
                     continue
                 held, parent_id = self._record_one(outcome)
                 if held:
@@ -825,14 +829,15 @@ class Store:
             )
         ]
 
-    def outcomes_of(self, job_ids: list[int]) -> list[tuple[int, str, Any, str | None]]:
-        """``(id, state, result, error)`` of each job of ``job_ids`` still stored, the result
-        decoded from its JSON (a gather's read; one placeholder as ``unended_parents``)."""
+    def outcomes_of(self, job_ids: list[int]) -> list[tuple[int, str, Any, str | None, Any]]:
+        """``(id, state, result, error, trace_context)`` of each job of ``job_ids`` still
+        stored, the JSON decoded (a gather's read; one placeholder as ``unended_parents``)."""
         id_sql, id_params = self.in_list(job_ids)
         return [
-            (job_id, state, _reread(result), error)
-            for job_id, state, result, error in self.fetchall(
-                f"SELECT id, state, result, error FROM {TABLE} WHERE id {id_sql}", id_params
+            (job_id, state, _reread(result), error, _reread(trace_context))
+            for job_id, state, result, error, trace_context in self.fetchall(
+                f"SELECT id, state, result, error, trace_context FROM {TABLE} WHERE id {id_sql}",
+                id_params,
             )
         ]
 

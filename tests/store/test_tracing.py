@@ -384,6 +384,15 @@ class StepTests(Traced):
         assert spawn.attributes["messaging.batch.message_count"] == 2
         assert {s.context.trace_id for s in [spawn, *kids, parents[0]]} == {root.context.trace_id}
         assert {k.parent.span_id for k in kids} == {spawn.context.span_id}
+        # The attempt whose gather found them ended links to each child's attempt.
+        gathered = parents[-1]
+        assert gathered.attributes["messaging.django_jobs.outcome"] == "succeeded"
+        child_links = [
+            link.context.span_id
+            for link in gathered.links
+            if link.attributes["messaging.django_jobs.link"] == "child"
+        ]
+        assert sorted(child_links) == sorted(k.context.span_id for k in kids)
 
     def test_async_runner_steps_nest_under_the_attempt(self):
         async def runner(ctx):
