@@ -158,10 +158,53 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 id="django_jobs.E012",
             )
         )
+    errors += _check_tracing(value)
     tail = value.get("LOG_TAIL", 100)
     if isinstance(tail, bool) or not isinstance(tail, int) or tail < 0:
         errors.append(
             Error(f'JOBS["LOG_TAIL"] = {tail!r} must be an integer >= 0.', id="django_jobs.E008")
+        )
+    return errors
+
+
+#: ``JOBS["TRACE_RELATIONSHIP"]``'s values (``engine.tracing``, docs/observability.md).
+TRACE_RELATIONSHIPS = ("child_first_attempt", "child", "link")
+
+
+def _check_tracing(value: dict[str, Any]) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    relationship = value.get("TRACE_RELATIONSHIP", DEFAULTS["TRACE_RELATIONSHIP"])
+    if relationship not in TRACE_RELATIONSHIPS:
+        errors.append(
+            Error(
+                f'JOBS["TRACE_RELATIONSHIP"] = {relationship!r} is not one of '
+                f"{', '.join(repr(r) for r in TRACE_RELATIONSHIPS)}.",
+                hint='Use "child_first_attempt" (the default), "child" or "link" '
+                "(docs/observability.md).",
+                id="django_jobs.E301",
+            )
+        )
+    provider = value.get("TRACER_PROVIDER")
+    if isinstance(provider, str):
+        try:
+            import_string(provider)
+        except ImportError as exc:
+            errors.append(
+                Error(
+                    f'JOBS["TRACER_PROVIDER"] = {provider!r} cannot be imported ({exc}).',
+                    hint="Give the dotted path of a TracerProvider, or None for "
+                    "OpenTelemetry's global one.",
+                    id="django_jobs.E302",
+                )
+            )
+    elif provider is not None and not hasattr(provider, "get_tracer"):
+        errors.append(
+            Error(
+                f'JOBS["TRACER_PROVIDER"] = {provider!r} is not a TracerProvider (it has no '
+                "get_tracer).",
+                hint="Give an opentelemetry TracerProvider, its dotted path, or None.",
+                id="django_jobs.E302",
+            )
         )
     return errors
 

@@ -36,6 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_STREAMS_PER_USER": 8,  # open SSE streams and WebSockets per member, per web process
     "AUTH_FAILURE_RATE": "10/m",  # refused credentials per client address
     "MEMBER_SCHEDULES": 20,  # schedules one member may own (operators: no limit)
+    # Tracing (docs/observability.md): how an attempt's span relates to its enqueue's, and the
+    # TracerProvider to use (an object or an import string; None: OpenTelemetry's global one).
+    "TRACE_RELATIONSHIP": "child_first_attempt",
+    "TRACER_PROVIDER": None,
 }
 
 

@@ -78,6 +78,10 @@ class Job(models.Model):
     # ``expires=``: a job not started by then is never run; it ends ``cancelled`` with the
     # error "expired" (the claim passes over it, maintenance ends it). None: never expires.
     expires_at = models.DateTimeField(null=True, blank=True)
+    # The enqueuing caller's W3C trace context (``traceparent``, ``tracestate``; never baggage),
+    # written by the insert itself when a span was active (docs/observability.md), and the
+    # context of the job's last attempt (``previous``) that a retry links to. None: untraced.
+    trace_context = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]

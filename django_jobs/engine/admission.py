@@ -28,6 +28,7 @@ from ..validation import check_key, check_label, storable_payload
 from ..validation import storable_json as ensure_json
 from .publish import created_row, publish_created, storing_events
 from .running import CURRENT, Running
+from .tracing import sending
 
 if TYPE_CHECKING:
     from ..registry import JobHandle
@@ -99,6 +100,16 @@ def admit(
         row.parent_id, row.expires_at = parent, expires_at
     if not rows:
         return []
+    # One ``send`` span for the admission (tracing on), its context stored on every row.
+    with sending(rows) as send:
+        jobs = _admitted(handle, rows, alias, on_conflict, after_current)
+        send.sent(jobs)
+    return jobs
+
+
+def _admitted(
+    handle: JobHandle, rows: list[NewJob], alias: str, on_conflict: str, after_current: bool
+) -> list[Job]:
     running = CURRENT.get()
     if running is not None or after_current:
         behind = _behind(handle, rows, running, after_current, alias)
@@ -182,6 +193,7 @@ def _pending_job(row: NewJob) -> Job:
         run_at=row.run_at,
         created_at=row.created_at,
         expires_at=row.expires_at,
+        trace_context=row.trace_context,
     )
     job.deduped = False
     return job

@@ -43,6 +43,7 @@ from .context import JobContext, LiveState, Requeue
 from .loops import run_async
 from .running import CURRENT, Running
 from .suspend import Suspend
+from .tracing import install_log_filter, processing, resume
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -164,6 +165,8 @@ class Executor:
     def __init__(self, worker_id: str, *, inline: bool = False) -> None:
         self.worker_id = worker_id
         self.inline = inline
+        if not inline:
+            install_log_filter()  # a worker's log records carry the running job's fields
 
     def run(
         self, job: Job, live: LiveState | None = None, started: datetime | None = None
@@ -181,6 +184,12 @@ class Executor:
                 live,
                 f"Job #{job.pk} was cancelled before its runner started.",
             )
+        with processing(job, live) as span:  # the attempt's span, when tracing
+            outcome = self._attempt(job, live, started)
+            span.ended(outcome, live.exc)
+        return outcome
+
+    def _attempt(self, job: Job, live: LiveState, started: datetime) -> Outcome:
         outcome = self._run(job, live, started)
         if live.cancel_requested and (
             outcome.state in (JobState.QUEUED, JobState.WAITING)
@@ -286,6 +295,7 @@ class Executor:
 
         async def main() -> Any:
             CURRENT.set(running)  # the loop may run on another thread, in its own context
+            resume(running)  # and so the attempt's span, when tracing
             try:
                 async with asyncio.timeout(timeout) as limit:
                     value = await handle.func(ctx)

@@ -47,6 +47,7 @@ from ..states import ENDED_STATES
 from ..store import Store, get_store
 from .fleet import prune_stopped
 from .publish import publish_after_commit
+from .tracing import expired as traced_expiry
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -229,4 +230,5 @@ def end_expired_jobs(
         ended = get_store(alias).end_expired(now or clock.now(), limit)
         for job in ended:
             publish_after_commit("job.cancelled", job, alias=alias)
+    traced_expiry(ended)  # traced jobs: an "expired" event in their enqueue's trace
     return ended

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 class Running:
     """One run of a job: the job, and what its success admits (``after_current=True``)."""
+
+    #: The OpenTelemetry context of the run's ``process`` span while it runs (``tracing``).
+    trace: Any = None
 
     def __init__(self, job: Job) -> None:
         self.job = job

@@ -32,6 +32,7 @@ from ..store import get_store
 from ..throttling import give_back, spend
 from . import schedules
 from .cron import due_occurrences
+from .tracing import scheduled
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -122,7 +123,7 @@ def _fire(row: Schedule, now: datetime, alias: str) -> list[Job]:
             "expires": row.expires,
         }
         try:
-            with transaction.atomic(using=alias):
+            with transaction.atomic(using=alias), scheduled(row.name):
                 if owner is not None:
                     # as_user: the owner's tenant (TENANT_OF), so the tenant's caps apply.
                     job = handle.as_user(  # type: ignore[union-attr]

@@ -36,6 +36,8 @@ from ..store.base import StepRow
 from ..validation import storable_json, storable_text
 from .emit import first_matching_event
 from .suspend import Suspend
+from .tracing import step as traced_step
+from .tracing import step_replayed
 from .workflows import gather as gather_children
 from .workflows import spawn as spawn_children
 
@@ -255,8 +257,9 @@ class Steps:
         started = clock.now()
         self._active = name
         try:
-            value = fn()
-            self._check_json(name, value)
+            with traced_step(name):
+                value = fn()
+                self._check_json(name, value)
         except BaseException as exc:
             error = self._error(exc)
             self._insert(name, started, state=StepState.FAILED, error=error, ended_at=clock.now())
@@ -274,6 +277,7 @@ class Steps:
             raise ValueError(f'recover={recover!r}: use "retry" or "stop".')
         row = self._enter(name)
         if row is not None and row.state == StepState.COMPLETED:
+            step_replayed(name)
             return row.value
         interrupted = row is not None and row.state in (StepState.RUNNING, StepState.UNKNOWN)
         if interrupted and recover == "stop" and row is not None:
@@ -290,8 +294,9 @@ class Steps:
         info = StepInfo(key=row.key, interrupted=interrupted, attempt=row.attempts)
         self._active = name
         try:
-            value = self._call(fn, info)
-            self._check_json(name, value)
+            with traced_step(name):
+                value = self._call(fn, info)
+                self._check_json(name, value)
         except BaseException as exc:
             self._fail(row, exc)
             raise
@@ -304,6 +309,7 @@ class Steps:
         """Run ``fn`` in ``transaction.atomic()`` and save its result in that transaction."""
         row = self._enter(name)
         if row is not None and row.state == StepState.COMPLETED:
+            step_replayed(name)
             return row.value
         self._active = name
         try:
@@ -315,11 +321,13 @@ class Steps:
                     row = get_store(self.alias).locked_step(row.pk)
                     self._stored()[name] = row
                     if row.state == StepState.COMPLETED:
+                        step_replayed(name)
                         return row.value
                 row = self._begin(name, row)
                 info = StepInfo(key=row.key, interrupted=False, attempt=row.attempts)
-                value = self._call(fn, info)
-                self._check_json(name, value)
+                with traced_step(name):
+                    value = self._call(fn, info)
+                    self._check_json(name, value)
                 self._finish(row, value)
         except BaseException:
             self._rows = None  # the rolled-back transaction may have undone our row

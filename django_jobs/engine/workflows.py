@@ -29,6 +29,7 @@ from ..states import JobState, StepState
 from ..store import get_store
 from .admission import admit
 from .suspend import Suspend
+from .tracing import link_children
 
 if TYPE_CHECKING:
     from .steps import Steps
@@ -271,15 +272,19 @@ def _shown(error: str | None, owned: bool) -> str | None:
 
 def _outcomes(ids: list[int], alias: str, owned: bool) -> dict[int, ChildResult]:
     found: dict[int, ChildResult] = {}
+    traced: list[Any] = []
     store = get_store(alias)
     for page in _pages(ids):
-        for job_id, state, result, error in store.outcomes_of(page):
+        for job_id, state, result, error, trace_context in store.outcomes_of(page):
             found[job_id] = ChildResult(
                 job_id,
                 state,
                 result if state == JobState.SUCCEEDED else None,
                 _shown(error, owned),
             )
+            if trace_context is not None:
+                traced.append(trace_context)
+    link_children(traced)  # tracing: the attempt links to the children's last attempts
     for job_id in ids:
         # A child deleted (pruned) after it ended: its outcome is gone.
         found.setdefault(

@@ -116,6 +116,11 @@ class NewJob:
     parent_id: int | None = field(default=None, metadata=_column("bigint"))
     # ``expires=``: not started by then, it is never run (None: it never expires).
     expires_at: datetime | None = field(default=None, metadata=_column("timestamptz"))
+    # The enqueuing span's W3C trace context (``engine.tracing``); None when none was active.
+    # The rows of one admission share it (one ``send`` span).
+    trace_context: dict[str, str] | None = field(
+        default=None, metadata=_column("jsonb", sent_as="trace_context_text")
+    )
     # The JSON text of payload and captured when admission already made it (saves a dump).
     payload_json: str | None = None
     captured_json: str | None = None
@@ -130,6 +135,11 @@ class NewJob:
         if self.captured is None:
             return None
         return self.captured_json or json.dumps(self.captured, separators=(",", ":"))
+
+    def trace_context_text(self) -> str | None:
+        if self.trace_context is None:
+            return None
+        return json.dumps(self.trace_context, separators=(",", ":"))
 
     def inserted(self, job_id: int) -> dict[str, Any]:
         """Every column of the row inserted from this, as a read gives them back (in field
@@ -262,6 +272,9 @@ class Outcome:
     progress: Any = None
     log: list[str] | None = None
     events: list[str] = field(default_factory=list)
+    #: The job's trace context with its last attempt's span in it (``engine.tracing``), to
+    #: store with the outcome; None (untraced): the column is left as it is.
+    trace_context: dict[str, str] | None = None
     #: Called inside the transaction that records this outcome, once it is written (the jobs
     #: a run enqueued with ``after_current=True``, admitted as the run's success is recorded).
     then: Callable[[], None] | None = None
@@ -707,13 +720,17 @@ class Store:
         written: list[int] = []
         parents: list[int | None] = []
         with transaction.atomic(using=self.alias):
-            successes = [o for o in outcomes if o.state == JobState.SUCCEEDED]
+            # A success with a trace context to store (a traced child's, for its parent's
+            # gather to link to) is written as the other outcomes are, with its context.
+            successes = [
+                o for o in outcomes if o.state == JobState.SUCCEEDED and o.trace_context is None
+            ]
             if successes:
                 for job_id, parent_id in self._record_successes(successes):
                     written.append(job_id)
                     parents.append(parent_id)
             for outcome in outcomes:
-                if outcome.state == JobState.SUCCEEDED:
+                if outcome.state == JobState.SUCCEEDED and outcome.trace_context is None:
                     continue
                 held, parent_id = self._record_one(outcome)
                 if held:
@@ -745,12 +762,16 @@ class Store:
             run_at_params = [self.dt(o.ended_at), self.dt(o.run_at)]
         else:
             run_at_sql, run_at_params = "COALESCE(%s, run_at)", [self.dt(o.run_at)]
+        # Traced: the attempt's span context goes with the outcome (the statement is the
+        # untraced one otherwise, and writes nothing more).
+        traced = o.trace_context is not None
         rows = self.fetchall(
             f"UPDATE {TABLE} SET state = %s, result = %s, error = %s, started_at = %s, "
             f"ended_at = %s, run_at = {run_at_sql}, wait_reason = %s, "
             "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
             "worker_id = %s, leased_until = NULL, "
-            "cancel_requested = COALESCE(%s, cancel_requested), wake_requested = false "
+            "cancel_requested = COALESCE(%s, cancel_requested), wake_requested = false"
+            f"{', trace_context = %s' if traced else ''} "
             "WHERE id = %s AND worker_id = %s AND state = 'running' RETURNING parent_id",
             [
                 o.state,
@@ -766,6 +787,7 @@ class Store:
                 # An end clears the request; a job that goes on (a retry, a wait) keeps it,
                 # and its next run ends ``cancelled`` before the runner starts.
                 False if ended else None,
+                *([self.js(o.trace_context)] if traced else []),
                 o.job_id,
                 o.worker_id,
             ],
@@ -816,14 +838,15 @@ class Store:
             )
         ]
 
-    def outcomes_of(self, job_ids: list[int]) -> list[tuple[int, str, Any, str | None]]:
-        """``(id, state, result, error)`` of each job of ``job_ids`` still stored, the result
-        decoded from its JSON (a gather's read; one placeholder as ``unended_parents``)."""
+    def outcomes_of(self, job_ids: list[int]) -> list[tuple[int, str, Any, str | None, Any]]:
+        """``(id, state, result, error, trace_context)`` of each job of ``job_ids`` still
+        stored, the JSON decoded (a gather's read; one placeholder as ``unended_parents``)."""
         id_sql, id_params = self.in_list(job_ids)
         return [
-            (job_id, state, _reread(result), error)
-            for job_id, state, result, error in self.fetchall(
-                f"SELECT id, state, result, error FROM {TABLE} WHERE id {id_sql}", id_params
+            (job_id, state, _reread(result), error, _reread(trace_context))
+            for job_id, state, result, error, trace_context in self.fetchall(
+                f"SELECT id, state, result, error, trace_context FROM {TABLE} WHERE id {id_sql}",
+                id_params,
             )
         ]
 
