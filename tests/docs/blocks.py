@@ -13,6 +13,7 @@ import ast
 import builtins
 import dis
 import inspect
+import os
 import re
 import shutil
 import sys
@@ -398,18 +399,47 @@ def check_config_fragment(page: Page, block: Block, code: types.CodeType) -> Non
     """Run a settings.py or urls.py fragment in a namespace of its own (``...`` stands for the
     project's own entries; ``BASE_DIR`` is there, as in Django's settings.py), then check what
     it sets against what the project accepts."""
+    from unittest import mock
+
     namespace: dict[str, Any] = {"__name__": "settings_fragment", "BASE_DIR": page.tmp}
-    exec(code, namespace)
     problems: list[str] = []
-    names = [name for name in namespace if name.isupper() and not name.startswith("_")]
-    for name in names:
-        if name == "BASE_DIR":
-            continue
-        problems += _check_setting(page, name, namespace[name])
+    with mock.patch.dict(os.environ, local_postgres()):
+        exec(code, namespace)
+        names = [name for name in namespace if name.isupper() and not name.startswith("_")]
+        for name in names:
+            if name == "BASE_DIR":
+                continue
+            problems += _check_setting(page, name, namespace[name])
     if "urlpatterns" in namespace:
         problems += _check_urlpatterns(namespace["urlpatterns"])
     if problems:
         raise BlockFailed(block, "\n".join(problems))
+
+
+def local_postgres() -> dict[str, str]:
+    """libpq's variables (``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGPASSWORD``, ``PGDATABASE``)
+    naming the PostgreSQL the tests use: a settings fragment that reads its database from the
+    environment, as a production settings file does, connects there. The server of
+    ``DATABASE_URL`` when it is PostgreSQL (its test database), else ``PG_BASE_URL`` (default
+    ``postgres://postgres@127.0.0.1:5432``, its ``postgres`` database)."""
+    from urllib.parse import unquote, urlparse
+
+    from django.db import connection
+
+    url = os.environ.get("DATABASE_URL", "")
+    if connection.vendor == "postgresql":
+        name = connection.settings_dict["NAME"]
+    else:
+        url = os.environ.get("PG_BASE_URL", "postgres://postgres@127.0.0.1:5432")
+        name = "postgres"
+    parsed = urlparse(url)
+    return {
+        "PGHOST": parsed.hostname or "127.0.0.1",
+        "PGPORT": str(parsed.port or 5432),
+        "PGUSER": unquote(parsed.username or "postgres"),
+        "PGPASSWORD": unquote(parsed.password or ""),
+        "PGDATABASE": name,
+    }
 
 
 def _check_setting(page: Page, name: str, value: Any) -> list[str]:
@@ -466,6 +496,8 @@ def _check_databases(page: Page, value: Any) -> list[str]:
             problems.append(f"DATABASES[{alias!r}] does not connect: {exc!r}")
         finally:
             connection.close()
+            if hasattr(connection, "close_pool"):  # PostgreSQL, Django 5.1+: the pool's threads
+                connection.close_pool()
     return problems
 
 
