@@ -72,6 +72,7 @@ from .errors import (
     OperatorOnlyFieldError,
     RetryNotAllowedError,
     TooLargeError,
+    UnknownKindError,
     exception_handler,
 )
 from .openapi import AutoSchema, extend_schema, extend_schema_view
@@ -260,7 +261,9 @@ class JobFilterSerializer(serializers.Serializer):
         description=(
             "Members submit member-safe kinds and may not set priority or queue; operators "
             "submit any kind. 201 with the new job, or 200 with `deduped: true` and the live "
-            "job that holds the idempotency key."
+            "job that holds the idempotency key. A kind that does not exist is, for a member, "
+            "the same 403 `KIND_NOT_ALLOWED` as one they may not submit (kinds cannot be "
+            "probed); for an operator, 400 `UNKNOWN_KIND` naming the known kinds."
         ),
         request=SubmitSerializer,
         parameters=[
@@ -347,6 +350,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         if not operator and (data.get("priority") is not None or data.get("queue") is not None):
             raise OperatorOnlyFieldError()
         handle = get(data["kind"])
+        if handle is None and operator:  # operators see every kind: nothing to hide
+            raise UnknownKindError(data["kind"], [h.kind for h in all_handles()])
         if not can_submit(user, handle):
             raise KindNotAllowedError()
         assert handle is not None

@@ -91,8 +91,23 @@ def test_unknown_and_forbidden_kinds_get_the_same_body(member, operator):
     assert unknown.status_code == forbidden.status_code == 403
     assert unknown.content == forbidden.content
     assert unknown.json()["code"] == "KIND_NOT_ALLOWED"
-    # An operator may submit any existing kind; an unknown one gets the same body still.
-    assert submit(operator, {"kind": "no.such.kind"}).content == unknown.content
+    assert Job.objects.count() == 0
+
+
+def test_an_operator_submitting_an_unknown_kind_is_told_the_known_kinds(operator, member):
+    """Operators see every kind (GET kinds/): nothing to hide, so the answer is the CLI's
+    UNKNOWN_KIND, naming the kinds that exist. A member still gets the 403 of a forbidden kind."""
+    from django_jobs.registry import all_handles
+
+    response = submit(operator, {"kind": "demo.rendr", "payload": {}})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "UNKNOWN_KIND"
+    assert "'demo.rendr'" in body["message"]
+    for handle in all_handles():
+        assert handle.kind in body["message"]
+    assert body["errors"] == {"kind": [body["message"]]}
+    assert submit(member, {"kind": "demo.rendr", "payload": {}}).status_code == 403
     assert Job.objects.count() == 0
 
 
