@@ -128,6 +128,23 @@ def test_the_getting_started_page_followed_in_a_new_project(installed: Venv, tmp
     for name in ("mysite/urls.py", "shop/jobs.py", "shop/tests.py"):
         (project / name).write_text(page.file(f"# {name}"))
 
+    # Without its idempotency_key, the job's module fails at start-up, naming its file and line
+    # as the page says.
+    jobs_py = project / "shop" / "jobs.py"
+    jobs_py.write_text(
+        "".join(
+            line
+            for line in page.file("# shop/jobs.py").splitlines(keepends=True)
+            if not line.lstrip().startswith("idempotency_key=")
+        )
+    )
+    refused = installed.run(page.line("python manage.py check"), cwd=project, check=False)
+    said = re.search(r"`(shop/jobs\.py:\d+: @job\(.*?)\.\.\.`", PAGE.read_text(), re.S)
+    assert said, "docs/getting-started.md no longer quotes the IdempotencyRequired message"
+    assert refused.returncode != 0
+    assert " ".join(said.group(1).split()) in refused.stderr, refused.stderr
+    jobs_py.write_text(page.file("# shop/jobs.py"))
+
     installed.run(page.line("python manage.py migrate"), cwd=project)
     checked = installed.run(page.line("python manage.py check"), cwd=project)
     assert "no issues" in checked.stdout and "django_jobs" not in checked.stderr
