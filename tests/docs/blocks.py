@@ -34,6 +34,10 @@ FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)"
 SETUP = re.compile(r"^\s*<!--\s*setup:(?P<rest>.*)$")
 #: A block headed ``# path/to/settings.py`` or ``# urls.py`` (any folder): a fragment of it.
 CONFIG_FILE = re.compile(r"^#\s*(?:[\w./-]*/)?(?P<file>settings|urls)\.py\b")
+#: A block headed ``# client.py``: a script of its own that calls a running server over HTTP.
+#: Not run here, where no server runs: tests/install/test_getting_started.py runs each against
+#: the page's own project, served by ``runserver``.
+CLIENT_SCRIPT = re.compile(r"^#\s*client\.py\b")
 #: A block headed ``# app/module.py``: that module, importable by later blocks.
 MODULE_FILE = re.compile(r"^#\s*(?P<path>[A-Za-z_]\w*(?:/[A-Za-z_]\w*)+)\.py\s*$")
 
@@ -304,6 +308,8 @@ def _globals_read(code: types.CodeType) -> Iterator[str]:
 def run_block(page: Page, block: Block) -> None:
     code = _compile(block)
     head = block.head
+    if not block.setup and CLIENT_SCRIPT.match(head):
+        return
     if not block.setup and CONFIG_FILE.match(head):
         check_config_fragment(page, block, code)
         return

@@ -155,3 +155,14 @@ def test_a_postgresql_databases_fragment_connects_to_the_local_server(
     assert run_page(_page(tmp_path, f"```python\n{fragment.replace('SECONDS', '0')}```\n")) == 1
     with pytest.raises(BlockFailed, match="persistent connections"):
         run_page(_page(tmp_path, f"```python\n{fragment.replace('SECONDS', '60')}```\n"))
+
+
+def test_client_scripts_are_on_the_page_whose_install_test_runs_them() -> None:
+    """``# client.py`` blocks call a live server: only tests/install/test_getting_started.py
+    starts one (for docs/getting-started.md), so that page alone may have them."""
+    from .blocks import CLIENT_SCRIPT
+
+    pages = {p.name for p in PAGES if any(CLIENT_SCRIPT.match(b.head) for b in parse(p))}
+    assert pages <= {"getting-started.md"}
+    test = (ROOT / "tests" / "install" / "test_getting_started.py").read_text()
+    assert "# client.py" in test
