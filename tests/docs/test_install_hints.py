@@ -15,7 +15,7 @@ FILES = [
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "django_jobs").rglob("*.py")),
 ]
-FROM_THE_INDEX = re.compile(r"""(?<![\w/.-])django-durable-jobs\[[\w,]+\](?!\s*@\s*git\+)""")
+FROM_THE_INDEX = re.compile(r"""(?<![\w/.-])django-durable-jobs\[[\w,]+\](?!\s*@)""")
 
 
 def test_no_install_hint_names_the_distribution_on_the_package_index() -> None:
