@@ -188,7 +188,9 @@ class JobAdmin(admin.ModelAdmin):
     def run_at_display(self, job: Job) -> SafeString | str:
         return timestamp(job.run_at, job.timestamps_derived)
 
-    @admin.display(description="started", ordering="started_at")
+    # A job that waited (a sleep, an event, a gather) is started again when it resumes: the row
+    # keeps that last start. Its first start is in the steps trace (the first step's start).
+    @admin.display(description="last started", ordering="started_at")
     def started(self, job: Job) -> SafeString | str:
         return timestamp(job.started_at, job.timestamps_derived)
 
