@@ -407,7 +407,13 @@ def check_config_fragment(page: Page, block: Block, code: types.CodeType) -> Non
     it sets against what the project accepts."""
     from unittest import mock
 
-    namespace: dict[str, Any] = {"__name__": "settings_fragment", "BASE_DIR": page.tmp}
+    # ``BASE_DIR`` is there, as in Django's settings.py; ``INSTALLED_APPS`` too, empty, for a
+    # fragment that adds to it (``INSTALLED_APPS += [...]``).
+    namespace: dict[str, Any] = {
+        "__name__": "settings_fragment",
+        "BASE_DIR": page.tmp,
+        "INSTALLED_APPS": [],
+    }
     problems: list[str] = []
     with mock.patch.dict(os.environ, local_postgres()):
         exec(code, namespace)
@@ -474,10 +480,27 @@ def _check_installed_apps(page: Page, value: Any) -> list[str]:
     installed = {*settings.INSTALLED_APPS, "daphne"}
     return [
         f"INSTALLED_APPS: {app!r} is not an app the test project installs, nor one the page "
-        "writes (a block headed # app/module.py)"
+        "writes (a block headed # app/module.py), nor an app of an installed package"
         for app in value
-        if app is not Ellipsis and app not in installed and app not in own
+        if app is not Ellipsis
+        and app not in installed
+        and app not in own
+        and not _an_installed_app(app)
     ]
+
+
+def _an_installed_app(name: str) -> bool:
+    """``name`` is a Django app that an installed package ships (``rest_framework.authtoken``):
+    its module imports and has an ``apps`` module or ``models``."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None and (
+            importlib.util.find_spec(f"{name}.apps") is not None
+            or importlib.util.find_spec(f"{name}.models") is not None
+        )
+    except ModuleNotFoundError:
+        return False
 
 
 def _check_jobs(page: Page, value: Any) -> list[str]:

@@ -128,6 +128,8 @@ def test_the_getting_started_page_followed_in_a_new_project(installed: Venv, tmp
             file.write("\n" + block)
         for block in page.blocks("# mysite/settings.py: at the end, on SQLite"):
             file.write("\n" + block)
+        for block in page.blocks("# mysite/settings.py: at the end, for API tokens"):
+            file.write("\n" + block)
     for name in ("mysite/urls.py", "shop/jobs.py", "shop/tests.py"):
         (project / name).write_text(page.file(f"# {name}"))
 
@@ -232,6 +234,7 @@ def api_calls(
     for first_line in (
         "# the REST API with curl and HTTP Basic",
         "# the REST API with curl and a session",
+        "# the REST API with curl and a token",
     ):
         [block] = [b for b in page.bash if b.startswith(first_line)]
         done = venv.run(
@@ -240,7 +243,8 @@ def api_calls(
             env=env,
         )
         answers += [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    submitted, read, by_session = answers
+    submitted, read, by_session, by_token = answers
+    assert by_token["id"] == submitted["id"] and "log" in by_token  # the token read job 2
     assert (submitted["kind"], submitted["state"], submitted["deduped"]) == (
         "shop.invoice",
         "queued",
