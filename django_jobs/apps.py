@@ -10,7 +10,7 @@ from django.apps import AppConfig
 class JobsConfig(AppConfig):
     name = "django_jobs"
     label = "django_jobs"
-    verbose_name = "Jobs"
+    verbose_name = "Background jobs"  # the admin's breadcrumb: "Background jobs > Jobs"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

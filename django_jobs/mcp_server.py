@@ -58,7 +58,9 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = (
     "`manage.py jobs mcp` needs the official MCP SDK, which is not installed: "
-    'pip install "django-durable-jobs[mcp]" (or pip install mcp), then run it again.'
+    'pip install "mcp>=2.3" (what the `mcp` extra brings: pip install -e ".[mcp]" in a '
+    'checkout, or pip install "django-durable-jobs[mcp] @ '
+    'git+https://github.com/django-jobs/django-durable-jobs"), then run it again.'
 )
 UNTRUSTED_NOTICE = (
     "The values at the JSONPath expressions in untrusted_fields were written by users of the "

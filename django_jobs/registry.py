@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -222,13 +224,14 @@ def job(
         raise TypeError("@job needs a kind: a non-empty string that names the durable queue key.")
     if idempotency_key is None:
         raise IdempotencyRequired(
-            f"@job({kind!r}) needs idempotency_key=: a callable(payload) -> str such as "
-            'lambda p: f"render:{p[\'video\']}", or "payload" to use a hash of the payload.'
+            f"{_caller()}: @job({kind!r}) needs idempotency_key=: a callable(payload) -> str "
+            'such as lambda p: f"render:{p[\'video\']}" (one live job per video), or "payload" to '
+            "use a hash of the payload."
         )
     if not (callable(idempotency_key) or idempotency_key == "payload"):
         raise IdempotencyRequired(
-            f"@job({kind!r}, idempotency_key={idempotency_key!r}): pass a callable(payload) -> "
-            'str, or the string "payload".'
+            f"{_caller()}: @job({kind!r}, idempotency_key={idempotency_key!r}): pass a "
+            'callable(payload) -> str, or the string "payload".'
         )
 
     if rate is not None:
@@ -260,6 +263,27 @@ def job(
         return handle
 
     return decorator
+
+
+def _caller() -> str:
+    """``path/to/jobs.py:LINE`` of the ``@job(...)`` being applied: the first frame outside
+    this package (a decorated function's own line, for an error raised at import time, when
+    the traceback's last frames are Django's app loading or autoreloader). The path is relative
+    to the working directory when it lies under it."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        package
+    ):
+        frame = frame.f_back
+    path = frame.f_code.co_filename
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        relative = path
+    if not relative.startswith(os.pardir):
+        path = relative
+    return f"{path}:{frame.f_lineno}"
 
 
 def _same_function(a: Callable[..., Any], b: Callable[..., Any]) -> bool:

@@ -37,7 +37,13 @@ def home(request: HttpRequest) -> HttpResponse:
 def jobs_json(request: HttpRequest) -> JsonResponse:
     jobs = Job.objects.filter(owner=request.user).order_by("-id")[:20]
     view = view_for(request.user)  # a member never sees a server traceback
-    return JsonResponse({"results": [job_json(j, view=view, payload=False) for j in jobs]})
+    results = []
+    for job in jobs:
+        data = job_json(job, view=view, payload=False)
+        # The page's Log column: the last line, as GET api/jobs/{id}/ gives the owner its log.
+        data["last_log"] = job.log[-1] if job.log else None
+        results.append(data)
+    return JsonResponse({"results": results})
 
 
 #: The fields ``demo/submit/`` accepts.

@@ -43,16 +43,19 @@ def state_badge(state: str) -> SafeString:
     return format_html('<span class="djj-badge djj-state-{}">{}</span>', state, state)
 
 
-def progress_bar(progress: dict[str, Any] | None) -> SafeString | str:
-    """A progress bar from ``progress.percent`` with the stage beside it; "-" without one."""
+def progress_bar(progress: dict[str, Any] | None, state: str | None = None) -> SafeString | str:
+    """A progress bar from ``progress.percent`` with the stage beside it; nothing for a job that
+    never reported progress (most jobs), and 100 % for a succeeded job that did."""
     progress = progress or {}
     percent, stage = progress.get("percent"), progress.get("stage")
     if percent is None:
-        return format_html('<span class="djj-stage">{}</span>', stage) if stage else EMPTY
+        return format_html('<span class="djj-stage">{}</span>', stage) if stage else ""
     try:
         value = max(0.0, min(100.0, float(percent)))
     except (TypeError, ValueError):
-        return EMPTY
+        return ""
+    if state == JobState.SUCCEEDED:
+        value = 100.0
     return format_html(
         '<span class="djj-progress"><progress max="100" value="{}" aria-label="{}%">'
         '</progress> <span class="djj-percent">{}%</span>{}</span>',

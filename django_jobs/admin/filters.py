@@ -40,11 +40,22 @@ class QueueFilter(_DeclaredValuesFilter):
         return {h.queue for h in all_handles()} | set(caps) | set(jobs_settings.RATES or {})
 
 
+#: Kinds that django_jobs registers itself: listed only once jobs of theirs exist (a project
+#: that never chains jobs does not see ``django_jobs.flow``).
+BUILT_IN_KINDS = frozenset({"django_jobs.flow"})
+
+
 class KindFilter(_DeclaredValuesFilter):
     title = parameter_name = field = "kind"
 
     def declared(self) -> set[str]:
-        return {h.kind for h in all_handles()}
+        kinds = {h.kind for h in all_handles()}
+        jobs = Job.objects.using(jobs_settings.DATABASE)
+        return {
+            kind
+            for kind in kinds
+            if kind not in BUILT_IN_KINDS or jobs.filter(kind=kind).exists()  # kind_state index
+        }
 
 
 class EngineFilter(_DeclaredValuesFilter):

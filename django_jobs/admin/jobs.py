@@ -90,9 +90,18 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
         ("Data", {"fields": ("payload_display", "result_display", "captured_display")}),
         (
             "Timestamps",
-            {"fields": (("created", "run_at_display"), ("started", "ended"), "timestamps_derived")},
+            {
+                "fields": (
+                    ("created", "run_at_display"),
+                    ("started", "ended"),
+                    "timestamps_derived_display",
+                )
+            },
         ),
-        ("Worker", {"fields": (("worker_id", "leased_until_display", "cancel_requested"),)}),
+        (
+            "Worker",
+            {"fields": (("worker_id", "leased_until_display", "cancel_requested_display"),)},
+        ),
     )
 
     class Media:
@@ -164,9 +173,9 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
     def state_display(self, job: Job) -> SafeString:
         return state_badge(job.state)
 
-    @admin.display(description="progress")
+    @admin.display(description="progress", empty_value="")  # most jobs never report any
     def progress_display(self, job: Job) -> SafeString | str:
-        return progress_bar(job.progress)
+        return progress_bar(job.progress, job.state)
 
     @admin.display(description="attempts", ordering="attempts")
     def attempts_display(self, job: Job) -> str:
@@ -180,13 +189,24 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
     def run_at_display(self, job: Job) -> SafeString | str:
         return timestamp(job.run_at, job.timestamps_derived)
 
-    @admin.display(description="started", ordering="started_at")
+    # A job that waited (a sleep, an event, a gather) is started again when it resumes: the row
+    # keeps that last start. Its first start is in the steps trace (the first step's start).
+    @admin.display(description="last started", ordering="started_at")
     def started(self, job: Job) -> SafeString | str:
         return timestamp(job.started_at, job.timestamps_derived)
 
     @admin.display(description="ended", ordering="ended_at")
     def ended(self, job: Job) -> SafeString | str:
         return timestamp(job.ended_at, job.timestamps_derived)
+
+    @admin.display(description="cancel requested")
+    def cancel_requested_display(self, job: Job) -> str:
+        # A word, not Django's boolean icon: "no" is the normal case, not a red cross.
+        return "yes" if job.cancel_requested else "no"
+
+    @admin.display(description="timestamps derived")
+    def timestamps_derived_display(self, job: Job) -> str:
+        return "yes (estimated)" if job.timestamps_derived else "no"
 
     @admin.display(description="leased until")
     def leased_until_display(self, job: Job) -> SafeString | str:

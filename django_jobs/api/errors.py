@@ -54,6 +54,21 @@ class KindNotAllowedError(APIError):
     )
 
 
+class UnknownKindError(APIError):
+    """An operator's unknown kind: operators see every kind, so the known ones are named."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    code = "UNKNOWN_KIND"
+
+    def __init__(self, kind: str, known: list[str]) -> None:
+        message = (
+            f"No job is registered under kind {kind!r}. Known kinds: "
+            f"{', '.join(known) or '(none)'}. Check the spelling, or define it with "
+            f"@job({kind!r}, ...) in an installed app's jobs.py (GET kinds/ describes each)."
+        )
+        super().__init__(message, errors={"kind": [message]})
+
+
 class OperatorOnlyFieldError(APIError):
     status_code = status.HTTP_403_FORBIDDEN
     code = "OPERATOR_ONLY_FIELD"

@@ -75,6 +75,7 @@ from .errors import (
     OperatorOnlyFieldError,
     RetryNotAllowedError,
     TooLargeError,
+    UnknownKindError,
     exception_handler,
 )
 from .openapi import AutoSchema, extend_schema, extend_schema_view, schema_language
@@ -246,16 +247,6 @@ def _too_large(exc: PayloadTooLarge) -> TooLargeError:
     return TooLargeError(exc.message, code="PAYLOAD_TOO_LARGE")
 
 
-def _unknown_kind(kind: str) -> InvalidRequestError:
-    """An operator's submit of a kind nobody registered: 400 naming the known kinds."""
-    known = ", ".join(sorted(h.kind for h in all_handles())[:50]) or "none"
-    return InvalidRequestError(
-        f"No job kind {kind!r} is registered; pick one the code defines ({known}).",
-        code="UNKNOWN_KIND",
-        errors={"kind": [f"No job kind {kind!r} is registered."]},
-    )
-
-
 def _payload_error(exc: InvalidPayload) -> InvalidRequestError:
     errors = exc.errors if exc.errors is not None else [exc.message]
     return InvalidRequestError(
@@ -316,7 +307,9 @@ def _label(value: str, what: str) -> str:
         description=(
             "Members submit member-safe kinds and may not set priority or queue; operators "
             "submit any kind. 201 with the new job, or 200 with `deduped: true` and the live "
-            "job that holds the idempotency key."
+            "job that holds the idempotency key. A kind that does not exist is, for a member, "
+            "the same 403 `KIND_NOT_ALLOWED` as one they may not submit (kinds cannot be "
+            "probed); for an operator, 400 `UNKNOWN_KIND` naming the known kinds."
         ),
         request=SubmitSerializer,
         parameters=[
@@ -406,8 +399,8 @@ class JobViewSet(JobsAPIMixin, GenericViewSet):
         if not operator and (data.get("priority") is not None or data.get("queue") is not None):
             raise OperatorOnlyFieldError()
         handle = get(data["kind"])
-        if handle is None and operator:  # operators see every kind: nothing to probe
-            raise _unknown_kind(data["kind"])
+        if handle is None and operator:  # operators see every kind: nothing to hide
+            raise UnknownKindError(data["kind"], [h.kind for h in all_handles()])
         if not can_submit(user, handle):
             raise KindNotAllowedError()
         assert handle is not None

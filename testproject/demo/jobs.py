@@ -71,7 +71,14 @@ def publish(ctx):
     ids = ctx.step.spawn(
         "renders", render, [{"video": f"{video}-{frames}", "frames": frames} for frames in sizes]
     )
-    ctx.log(f"rendering {video} in {len(ids)} sizes: jobs {', '.join(f'#{i}' for i in ids)}")
+    # In a step: the runner runs again from the top when the gather resumes it, and a line
+    # logged outside any step would be logged once more.
+    ctx.step.run(
+        "log-renders",
+        lambda: ctx.log(
+            f"rendering {video} in {len(ids)} sizes: jobs {', '.join(f'#{i}' for i in ids)}"
+        ),
+    )
     results = ctx.step.gather("rendered", ids)  # waiting, holding no slot, until all end
     urls = ctx.step.run("announce", lambda: [r["url"] for r in results])
     ctx.log(f"published {video}")

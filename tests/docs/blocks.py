@@ -13,6 +13,7 @@ import ast
 import builtins
 import dis
 import inspect
+import os
 import re
 import shutil
 import sys
@@ -33,6 +34,10 @@ FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)"
 SETUP = re.compile(r"^\s*<!--\s*setup:(?P<rest>.*)$")
 #: A block headed ``# path/to/settings.py`` or ``# urls.py`` (any folder): a fragment of it.
 CONFIG_FILE = re.compile(r"^#\s*(?:[\w./-]*/)?(?P<file>settings|urls)\.py\b")
+#: A block headed ``# client.py``: a script of its own that calls a running server over HTTP.
+#: Not run here, where no server runs: tests/install/test_getting_started.py runs each against
+#: the page's own project, served by ``runserver``.
+CLIENT_SCRIPT = re.compile(r"^#\s*client\.py\b")
 #: A block headed ``# app/module.py``: that module, importable by later blocks.
 MODULE_FILE = re.compile(r"^#\s*(?P<path>[A-Za-z_]\w*(?:/[A-Za-z_]\w*)+)\.py\s*$")
 
@@ -303,6 +308,8 @@ def _globals_read(code: types.CodeType) -> Iterator[str]:
 def run_block(page: Page, block: Block) -> None:
     code = _compile(block)
     head = block.head
+    if not block.setup and CLIENT_SCRIPT.match(head):
+        return
     if not block.setup and CONFIG_FILE.match(head):
         check_config_fragment(page, block, code)
         return
@@ -398,18 +405,53 @@ def check_config_fragment(page: Page, block: Block, code: types.CodeType) -> Non
     """Run a settings.py or urls.py fragment in a namespace of its own (``...`` stands for the
     project's own entries; ``BASE_DIR`` is there, as in Django's settings.py), then check what
     it sets against what the project accepts."""
-    namespace: dict[str, Any] = {"__name__": "settings_fragment", "BASE_DIR": page.tmp}
-    exec(code, namespace)
+    from unittest import mock
+
+    # ``BASE_DIR`` is there, as in Django's settings.py; ``INSTALLED_APPS`` too, empty, for a
+    # fragment that adds to it (``INSTALLED_APPS += [...]``).
+    namespace: dict[str, Any] = {
+        "__name__": "settings_fragment",
+        "BASE_DIR": page.tmp,
+        "INSTALLED_APPS": [],
+    }
     problems: list[str] = []
-    names = [name for name in namespace if name.isupper() and not name.startswith("_")]
-    for name in names:
-        if name == "BASE_DIR":
-            continue
-        problems += _check_setting(page, name, namespace[name])
+    with mock.patch.dict(os.environ, local_postgres()):
+        exec(code, namespace)
+        names = [name for name in namespace if name.isupper() and not name.startswith("_")]
+        for name in names:
+            if name == "BASE_DIR":
+                continue
+            problems += _check_setting(page, name, namespace[name])
     if "urlpatterns" in namespace:
         problems += _check_urlpatterns(namespace["urlpatterns"])
     if problems:
         raise BlockFailed(block, "\n".join(problems))
+
+
+def local_postgres() -> dict[str, str]:
+    """libpq's variables (``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGPASSWORD``, ``PGDATABASE``)
+    naming the PostgreSQL the tests use: a settings fragment that reads its database from the
+    environment, as a production settings file does, connects there. The server of
+    ``DATABASE_URL`` when it is PostgreSQL (its test database), else ``PG_BASE_URL`` (default
+    ``postgres://postgres@127.0.0.1:5432``, its ``postgres`` database)."""
+    from urllib.parse import unquote, urlparse
+
+    from django.db import connection
+
+    url = os.environ.get("DATABASE_URL", "")
+    if connection.vendor == "postgresql":
+        name = connection.settings_dict["NAME"]
+    else:
+        url = os.environ.get("PG_BASE_URL", "postgres://postgres@127.0.0.1:5432")
+        name = "postgres"
+    parsed = urlparse(url)
+    return {
+        "PGHOST": parsed.hostname or "127.0.0.1",
+        "PGPORT": str(parsed.port or 5432),
+        "PGUSER": unquote(parsed.username or "postgres"),
+        "PGPASSWORD": unquote(parsed.password or ""),
+        "PGDATABASE": name,
+    }
 
 
 def _check_setting(page: Page, name: str, value: Any) -> list[str]:
@@ -438,10 +480,27 @@ def _check_installed_apps(page: Page, value: Any) -> list[str]:
     installed = {*settings.INSTALLED_APPS, "daphne"}
     return [
         f"INSTALLED_APPS: {app!r} is not an app the test project installs, nor one the page "
-        "writes (a block headed # app/module.py)"
+        "writes (a block headed # app/module.py), nor an app of an installed package"
         for app in value
-        if app is not Ellipsis and app not in installed and app not in own
+        if app is not Ellipsis
+        and app not in installed
+        and app not in own
+        and not _an_installed_app(app)
     ]
+
+
+def _an_installed_app(name: str) -> bool:
+    """``name`` is a Django app that an installed package ships (``rest_framework.authtoken``):
+    its module imports and has an ``apps`` module or ``models``."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None and (
+            importlib.util.find_spec(f"{name}.apps") is not None
+            or importlib.util.find_spec(f"{name}.models") is not None
+        )
+    except ModuleNotFoundError:
+        return False
 
 
 def _check_jobs(page: Page, value: Any) -> list[str]:
@@ -466,6 +525,8 @@ def _check_databases(page: Page, value: Any) -> list[str]:
             problems.append(f"DATABASES[{alias!r}] does not connect: {exc!r}")
         finally:
             connection.close()
+            if hasattr(connection, "close_pool"):  # PostgreSQL, Django 5.1+: the pool's threads
+                connection.close_pool()
     return problems
 
 

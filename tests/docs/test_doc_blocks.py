@@ -137,3 +137,32 @@ def test_a_function_no_block_calls_may_use_only_names_that_exist(tmp_path: Path,
         run_page(_page(tmp_path, text))
     defined = "<!-- setup:\ndef square(r):\n    return r * r\n-->\n\n" + text
     assert run_page(_page(tmp_path, defined)) == 2
+
+
+def test_a_postgresql_databases_fragment_connects_to_the_local_server(
+    tmp_path: Path, db: None
+) -> None:
+    """A fragment reading libpq's variables connects to the tests' PostgreSQL; a pool with
+    persistent connections, which Django refuses, fails the page."""
+    fragment = (
+        "# settings.py\nimport os\n\nDATABASES = {\n    'default': {\n"
+        "        'ENGINE': 'django.db.backends.postgresql',\n"
+        "        'HOST': os.environ['PGHOST'], 'PORT': os.environ['PGPORT'],\n"
+        "        'NAME': os.environ['PGDATABASE'], 'USER': os.environ['PGUSER'],\n"
+        "        'PASSWORD': os.environ['PGPASSWORD'], 'CONN_MAX_AGE': SECONDS,\n"
+        "        'OPTIONS': {'pool': True},\n    }\n}\n"
+    )
+    assert run_page(_page(tmp_path, f"```python\n{fragment.replace('SECONDS', '0')}```\n")) == 1
+    with pytest.raises(BlockFailed, match="persistent connections"):
+        run_page(_page(tmp_path, f"```python\n{fragment.replace('SECONDS', '60')}```\n"))
+
+
+def test_client_scripts_are_on_the_page_whose_install_test_runs_them() -> None:
+    """``# client.py`` blocks call a live server: only tests/install/test_getting_started.py
+    starts one (for docs/getting-started.md), so that page alone may have them."""
+    from .blocks import CLIENT_SCRIPT
+
+    pages = {p.name for p in PAGES if any(CLIENT_SCRIPT.match(b.head) for b in parse(p))}
+    assert pages <= {"getting-started.md"}
+    test = (ROOT / "tests" / "install" / "test_getting_started.py").read_text()
+    assert "# client.py" in test

@@ -20,6 +20,7 @@ seen ``succeeded`` on its admin page and as ``job.succeeded`` on the event strea
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import re
 import signal
 import subprocess
@@ -36,6 +37,7 @@ pytestmark = [pytest.mark.install, pytest.mark.process]
 
 PAGE = ROOT / "docs" / "getting-started.md"
 PASSWORD = "a-new-users-password-7"
+PAGE_BASE = "http://127.0.0.1:8000"  # the server the page's examples call
 
 
 class Page:
@@ -49,6 +51,7 @@ class Page:
             for line in block.splitlines()
         ]
         self.python = page_blocks(text, "python")
+        self.bash = page_blocks(text, "bash")
 
     def line(self, command: str) -> list[str]:
         """``command`` as argv, once the page is seen to have that line."""
@@ -125,8 +128,27 @@ def test_the_getting_started_page_followed_in_a_new_project(installed: Venv, tmp
             file.write("\n" + block)
         for block in page.blocks("# mysite/settings.py: at the end, on SQLite"):
             file.write("\n" + block)
+        for block in page.blocks("# mysite/settings.py: at the end, for API tokens"):
+            file.write("\n" + block)
     for name in ("mysite/urls.py", "shop/jobs.py", "shop/tests.py"):
         (project / name).write_text(page.file(f"# {name}"))
+
+    # Without its idempotency_key, the job's module fails at start-up, naming its file and line
+    # as the page says.
+    jobs_py = project / "shop" / "jobs.py"
+    jobs_py.write_text(
+        "".join(
+            line
+            for line in page.file("# shop/jobs.py").splitlines(keepends=True)
+            if not line.lstrip().startswith("idempotency_key=")
+        )
+    )
+    refused = installed.run(page.line("python manage.py check"), cwd=project, check=False)
+    said = re.search(r"`(shop/jobs\.py:\d+: @job\(.*?)\.\.\.`", PAGE.read_text(), re.S)
+    assert said, "docs/getting-started.md no longer quotes the IdempotencyRequired message"
+    assert refused.returncode != 0
+    assert " ".join(said.group(1).split()) in refused.stderr, refused.stderr
+    jobs_py.write_text(page.file("# shop/jobs.py"))
 
     installed.run(page.line("python manage.py migrate"), cwd=project)
     checked = installed.run(page.line("python manage.py check"), cwd=project)
@@ -185,6 +207,8 @@ def test_the_getting_started_page_followed_in_a_new_project(installed: Venv, tmp
         assert types[0] == "job.created" and types[-1] == "job.succeeded"
         assert "job.started" in types and "job.log" in types
 
+        api_calls(installed, page, project, base, opener)
+
         worker.send_signal(signal.SIGTERM)  # the page: SIGTERM lets running jobs finish, exit 0
         assert worker.wait(timeout=60) == 0, worker_log.read_text()
     finally:
@@ -198,6 +222,64 @@ def test_the_getting_started_page_followed_in_a_new_project(installed: Venv, tmp
     tested = installed.run(page.line("python manage.py test"), cwd=project, check=False)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "Ran 2 tests" in tested.stderr and "OK" in tested.stderr
+
+
+def api_calls(
+    venv: Venv, page: Page, project: Path, base: str, opener: urllib.request.OpenerDirector
+) -> None:
+    """The page's API examples as written, against the server: curl with HTTP Basic and with a
+    session, then the ``# client.py`` script with requests (a dependency of the install)."""
+    env = venv.env(PASSWORD=PASSWORD)
+    answers = []
+    for first_line in (
+        "# the REST API with curl and HTTP Basic",
+        "# the REST API with curl and a session",
+        "# the REST API with curl and a token",
+    ):
+        [block] = [b for b in page.bash if b.startswith(first_line)]
+        done = venv.run(
+            ["bash", "-euo", "pipefail", "-c", block.replace(PAGE_BASE, base)],
+            cwd=project,
+            env=env,
+        )
+        answers += [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    submitted, read, by_session, by_token = answers
+    assert by_token["id"] == submitted["id"] and "log" in by_token  # the token read job 2
+    assert (submitted["kind"], submitted["state"], submitted["deduped"]) == (
+        "shop.invoice",
+        "queued",
+        False,
+    )
+    assert read["id"] == submitted["id"] == 2  # the id the page's second line reads
+    assert "steps" in read and "log" in read
+    assert by_session["payload"] == {"order": 3} and by_session["deduped"] is False
+
+    script = page.file("# client.py: submit a job over the API, then read it")
+    ran = venv.run(["python", "-c", script.replace(PAGE_BASE, base)], cwd=project, env=env)
+    scripted, state = ran.stdout.split()
+    assert state in ("queued", "running", "succeeded"), ran.stdout
+    for pk in (submitted["id"], by_session["id"], int(scripted)):
+        job_page = f"{base}/admin/django_jobs/job/{pk}/change/"
+
+        def succeeded(page: str = job_page) -> bool:
+            return "succeeded" in opener.open(page, timeout=30).read().decode()
+
+        wait_until(succeeded, timeout=60, message=f"job {pk} submitted over the API not succeeded")
+
+    # The refusals the page names, as JSON.
+    import requests
+
+    api = requests.Session()
+    assert api.post(f"{base}/api/jobs/", json={}, timeout=10).json()["code"] == (
+        "NOT_AUTHENTICATED"
+    )
+    api.auth = ("admin", PASSWORD)
+    for payload, code in (
+        ({"kind": "shop.invoice", "payload": {"order": 0}}, "INVALID_PAYLOAD"),
+        ({"kind": "shop.invoce", "payload": {"order": 1}}, "UNKNOWN_KIND"),
+    ):
+        refused = api.post(f"{base}/api/jobs/", json=payload, timeout=10)
+        assert (refused.status_code, refused.json()["code"]) == (400, code)
 
 
 def _accepting(base: str) -> bool:

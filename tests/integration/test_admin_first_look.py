@@ -305,21 +305,34 @@ def test_demo_submit_names_unknown_fields(api_users):
 # -- 7. the demo's kinds ---------------------------------------------------------------------
 
 
-def test_the_demo_registry_holds_the_demo_kinds_and_no_test_kind():
+def test_the_demo_registry_holds_the_demo_kinds_and_no_test_kind(tmp_path):
+    """The demo's filters, on a new demo database: its kinds, the Django task kind, and its one
+    engine; the built-in django_jobs.flow only once a flow exists (the demo makes none)."""
     code = (
         "import django; django.setup()\n"
-        "from django_jobs.admin.filters import KindFilter\n"
+        "from django.core.management import call_command\n"
+        "call_command('migrate', verbosity=0)\n"
+        "from django_jobs.admin.filters import EngineFilter, KindFilter\n"
+        "from django_jobs.models import Job\n"
+        "print(' '.join(sorted(KindFilter.declared(None))))\n"
+        "print(' '.join(sorted(EngineFilter.declared(None))))\n"
+        "Job.objects.create(kind='django_jobs.flow', idempotency_key='flow-1')\n"
         "print(' '.join(sorted(KindFilter.declared(None))))\n"
     )
-    env = {"DJANGO_SETTINGS_MODULE": "testproject.demo_settings", "PATH": "/usr/bin:/bin"}
+    env = {
+        "DJANGO_SETTINGS_MODULE": "testproject.demo_settings",
+        "PATH": "/usr/bin:/bin",
+        "SQLITE_PATH": str(tmp_path / "demo.sqlite3"),
+    }
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    kinds = done.stdout.split()
-    # The demo's own kinds and the app's built-in ones (a Django task, a chain/group flow).
-    builtin = ["django.tasks", "django_jobs.flow"]
-    assert kinds == ["demo.hello", "demo.publish", "demo.render", *builtin]
+    kinds, engines, with_a_flow = (line.split() for line in done.stdout.splitlines())
+    # The demo's own kinds and the Django task kind (built in, and the demo's TASKS use it).
+    assert kinds == ["demo.hello", "demo.publish", "demo.render", "django.tasks"]
+    assert engines == ["default"]
+    assert with_a_flow == [*kinds, "django_jobs.flow"]
 
 
 def test_the_test_settings_hold_the_demo_and_the_test_kinds():

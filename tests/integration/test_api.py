@@ -98,6 +98,23 @@ def test_unknown_and_forbidden_kinds_get_the_same_body(member, operator):
     assert Job.objects.count() == 0
 
 
+def test_an_operator_submitting_an_unknown_kind_is_told_the_known_kinds(operator, member):
+    """Operators see every kind (GET kinds/): nothing to hide, so the answer is the CLI's
+    UNKNOWN_KIND, naming the kinds that exist. A member still gets the 403 of a forbidden kind."""
+    from django_jobs.registry import all_handles
+
+    response = submit(operator, {"kind": "demo.rendr", "payload": {}})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "UNKNOWN_KIND"
+    assert "'demo.rendr'" in body["message"]
+    for handle in all_handles():
+        assert handle.kind in body["message"]
+    assert body["errors"] == {"kind": [body["message"]]}
+    assert submit(member, {"kind": "demo.rendr", "payload": {}}).status_code == 403
+    assert Job.objects.count() == 0
+
+
 @pytest.mark.parametrize("field", ["priority", "queue"])
 def test_member_may_not_set_priority_or_queue(member, field):
     value = 3 if field == "priority" else "fast"

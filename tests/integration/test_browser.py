@@ -62,6 +62,11 @@ def test_the_demo_page_shows_progress_and_the_end_live_without_polling(
             early = int(page.evaluate(PERCENT).rstrip("%"))
             page.wait_for_selector("tr[data-job] td.state.succeeded", timeout=30_000)
             final = int(page.evaluate(PERCENT).rstrip("%"))
+            logged = page.locator("tr[data-job] td.log").inner_text()
+            page.reload()  # the list is loaded again: the Log column keeps the last line
+            page.wait_for_function("document.getElementById('live').textContent === 'live'")
+            page.wait_for_selector("tr[data-job] td.state.succeeded")
+            reloaded = page.locator("tr[data-job] td.log").inner_text()
             screenshot = ROOT / "artifacts" / "demo-live-events.png"
             screenshot.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
@@ -69,12 +74,14 @@ def test_the_demo_page_shows_progress_and_the_end_live_without_polling(
             context.close()
 
     assert 0 < early < final == 100
+    assert logged == reloaded == "done"  # demo.render's last line
     job = Job.objects.get()
     assert (job.owner_id, job.state) == (member.pk, "succeeded")
     assert screenshot.stat().st_size > 0
-    # One list load for the one stream connection; everything after came over the stream.
-    assert sum("/demo/jobs.json" in url for url in requests) == 1
-    assert sum("/api/jobs/events/" in url for url in requests) == 1
+    # One list load for each stream connection (the page, then its reload); everything else
+    # came over the stream.
+    assert sum("/demo/jobs.json" in url for url in requests) == 2
+    assert sum("/api/jobs/events/" in url for url in requests) == 2
     assert sum("/demo/submit/" in url for url in requests) == 1
 
 

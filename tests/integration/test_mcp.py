@@ -294,7 +294,12 @@ def test_without_the_mcp_package_it_says_how_to_install_it(tmp_path):
     )
     assert done.returncode == 1
     assert done.stdout == ""
-    assert 'pip install "django-durable-jobs[mcp]"' in done.stderr
+    # The distribution is not on PyPI: the hint names what installs (the SDK, a checkout, the
+    # repository), never a bare "django-durable-jobs[mcp]".
+    assert 'pip install "mcp>=2.3"' in done.stderr
+    assert 'pip install -e ".[mcp]"' in done.stderr
+    assert "django-durable-jobs[mcp] @ git+https://" in done.stderr
+    assert 'pip install "django-durable-jobs[mcp]"' not in done.stderr
     assert "Traceback" not in done.stderr
 
 

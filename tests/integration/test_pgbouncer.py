@@ -47,7 +47,7 @@ from tests.conftest import (
 )
 from tests.integration.test_events_live import check_counted_to_100, ended, row_ids
 
-pytestmark = [pytest.mark.process, requires_postgres]
+pytestmark = [pytest.mark.process, pytest.mark.pgbouncer, requires_postgres]
 
 
 def pgbouncer_binary() -> str | None:

@@ -110,3 +110,34 @@ def test_describe_shows_the_rate():
         assert validated.describe()["rate"] is None
     finally:
         unregister("unit.rated")
+
+
+@pytest.mark.parametrize(
+    "decorator",
+    [
+        '@job("unit.where")\n',
+        '@job(\n    "unit.where",\n    label="Where",\n)\n',
+        '@job("unit.where", idempotency_key=42)\n',
+    ],
+)
+def test_a_missing_idempotency_key_names_the_file_and_line_of_the_job(
+    tmp_path, monkeypatch, decorator
+):
+    """At import time the traceback's last frames are Django's app loading (or its
+    autoreloader): the message itself says where the decorated function is."""
+    import importlib.util
+
+    source = f"from django_jobs import job\n\n\n{decorator}def where(ctx):\n    return 1\n"
+    path = tmp_path / "shop" / "jobs.py"
+    path.parent.mkdir()
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("unit_where_jobs", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(IdempotencyRequired) as info:
+        spec.loader.exec_module(module)
+    assert str(info.value).startswith("shop/jobs.py:4: @job('unit.where'")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a path outside the working directory stays whole
+    with pytest.raises(IdempotencyRequired, match=rf"^{path}:4: "):
+        spec.loader.exec_module(module)

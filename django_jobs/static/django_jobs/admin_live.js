@@ -29,6 +29,7 @@
         el.innerHTML = update.innerHTML;
       }
     });
+    if (fresh.title) { document.title = fresh.title; }  // the tab names the state too
     refreshes += 1;
     document.documentElement.setAttribute("data-djj-refreshes", String(refreshes));
   }

@@ -1,0 +1,131 @@
+# ruff: noqa: F811 - the fixtures imported from test_admin_browser are parameters here
+"""The admin in headless Chromium at 1280x800: what a new operator noticed in the first hour.
+
+The breadcrumb names the app and the list ("Home > Background jobs > Jobs", not "Jobs >
+Jobs"); the kind column is wide enough that no name in a kind is broken; the kind filter does
+not offer the built-in ``django_jobs.flow`` while there are no flows; a job that never reported
+progress shows no bar (nor "-"), a succeeded one 100 %; yes/no fields are words; the tab's title
+follows the job's state live; the app's pages have an icon that loads (no 404 for
+``/favicon.ico``). Skipped without Playwright or Chromium.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from django_jobs import operations
+from django_jobs.models import Job
+from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
+    ARTIFACTS,
+    operator,
+    orm,
+    page,
+    web,
+)
+from tests.integration.test_admin_first_look_browser import VIEWPORT, sign_in, wide_rows
+
+pytestmark = [pytest.mark.process, pytest.mark.browser]
+
+#: For each kind cell: its content's width, and the width of the widest dot-separated name in
+#: it, in the cell's own font (the column holds a name of up to about 10em on one line).
+KIND_WIDTHS_JS = """() => {
+    const canvas = document.createElement("canvas").getContext("2d");
+    return [...document.querySelectorAll("#result_list td.field-kind_display")].map(td => {
+        const style = getComputedStyle(td);
+        canvas.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+        const parts = td.innerText.trim().split(".").map((p, i, all) =>
+            i < all.length - 1 ? p + "." : p);
+        const widest = Math.max(...parts.map(p => canvas.measureText(p).width));
+        const box = td.getBoundingClientRect();
+        const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+        const em = parseFloat(style.fontSize);
+        return {text: td.innerText.trim(), content: box.width - padding, widest, em};
+    });
+}"""
+
+
+def make(**fields) -> Job:
+    defaults = {"engine": "fleet", "max_attempts": 1, "attempts": 1}
+    return Job.objects.create(**{**defaults, **fields})
+
+
+def test_the_job_list_as_a_new_operator_reads_it(web, operator, page, django_user_model):
+    orm(wide_rows, django_user_model)  # a crowded list: long kinds, queues, owners, stages
+    quiet = orm(make, kind="demo.hello", state="running", idempotency_key="quiet")
+    done = orm(
+        make,
+        kind="billing.reconcile_invoices",
+        state="succeeded",
+        idempotency_key="done",
+        progress={"stage": "starting", "percent": 0},  # reported once, at the start
+    )
+    page.set_viewport_size(VIEWPORT)
+    sign_in(page, web, "/admin/django_jobs/job/")
+    page.wait_for_selector("#result_list tbody tr")
+    page.screenshot(path=str(ARTIFACTS / "first-hour-jobs-1280x800.png"))
+
+    crumbs = page.locator(".breadcrumbs li").all_inner_texts()
+    assert [c.strip() for c in crumbs] == ["Home", "Background jobs", "Jobs"]
+
+    cells = page.evaluate(KIND_WIDTHS_JS)
+    assert any(c["text"] == "billing.reconcile_invoices" for c in cells)
+    for cell in cells:  # no name of up to 9em broken in two, however crowded the list
+        assert cell["content"] + 0.5 >= min(cell["widest"], 9 * cell["em"]), cell
+
+    kinds = page.locator("#changelist-filter a").all_inner_texts()
+    assert "demo.hello" in kinds and "django_jobs.flow" not in kinds
+
+    def progress_cell(job: Job):
+        return page.locator(
+            f'#result_list tr:has(a[href$="/{job.pk}/change/"]) td.field-progress_display'
+        )
+
+    assert progress_cell(quiet).inner_text().strip() == ""  # never reported: no bar, no "-"
+    assert progress_cell(quiet).locator("progress").count() == 0
+    bar = progress_cell(done).locator("progress")
+    assert bar.get_attribute("value") == "100"
+    assert "100%" in progress_cell(done).inner_text()
+
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert icon and page.request.get(f"{web}{icon}").status == 200
+
+
+def test_the_job_page_title_and_yes_no_fields(web, operator, page):
+    job = orm(
+        make,
+        kind="demo.hello",
+        state="failed",
+        error="RuntimeError: boom",
+        idempotency_key="title",
+    )
+    page.set_viewport_size(VIEWPORT)
+    sign_in(page, web, f"/admin/django_jobs/job/{job.pk}/change/")
+    assert page.title().startswith(f"demo.hello#{job.pk} (failed)")
+    crumbs = [c.strip() for c in page.locator(".breadcrumbs li").all_inner_texts()]
+    assert crumbs[:3] == ["Home", "Background jobs", "Jobs"], crumbs
+    cancel = page.locator(".fieldBox.field-cancel_requested_display > .readonly")
+    assert cancel.inner_text() == "no" and cancel.locator("img").count() == 0
+    assert page.locator(".field-timestamps_derived_display .readonly").inner_text() == "no"
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert icon and page.request.get(f"{web}{icon}").status == 200
+
+    page.wait_for_function("document.documentElement.dataset.djjLive === 'open'")
+    orm(operations.retry, job.pk)  # from elsewhere: the CLI, the API, another operator
+    page.wait_for_function(f"document.title.startsWith('demo.hello#{job.pk} (queued)')")
+    page.screenshot(path=str(ARTIFACTS / "first-hour-job-1280x800.png"))
+
+
+def test_the_demo_lists_its_own_engine_and_kinds_only() -> None:
+    """The demo's settings: one engine (the test suite's "fleet" is not the demo's)."""
+    from testproject import demo_settings
+
+    assert set(demo_settings.JOBS["ENGINES"]) == {"default"}
+    assert "testproject" not in demo_settings.INSTALLED_APPS
+
+
+def test_a_resumed_job_page_says_its_start_is_the_last_one(web, operator, page):
+    job = orm(make, kind="demo.hello", state="succeeded", idempotency_key="resumed")
+    page.set_viewport_size(VIEWPORT)
+    sign_in(page, web, f"/admin/django_jobs/job/{job.pk}/change/")
+    labels = page.locator("fieldset label").all_inner_texts()
+    assert any(label.strip().rstrip(":").lower() == "last started" for label in labels), labels
