@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.db.models.signals import post_init, pre_init
 
 from .durations import format_duration
-from .states import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState
+from .states import CLAIMABLE_STATES, LIVE_STATES, JobState, StepState, WorkerState
 from .validation import ReadableJSONDecoder
 
 
@@ -419,15 +419,6 @@ def worker_name(worker_id: str | None) -> str | None:
     if not worker_id:
         return None
     return worker_id.rsplit(":", 2)[0]
-
-
-class WorkerState(models.TextChoices):
-    """What a worker row's ``state`` column holds. ``lost`` is never stored: a row whose
-    heartbeat is older than the lease reads as lost (``django_jobs.engine.fleet``)."""
-
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
 
 
 class Worker(models.Model):

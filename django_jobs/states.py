@@ -20,6 +20,19 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class WorkerState(models.TextChoices):
+    """What a worker row's ``state`` column holds. ``lost`` (``WORKER_LOST``) is never stored:
+    a row whose heartbeat is older than the lease reads as lost (``django_jobs.engine.fleet``)."""
+
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+#: How a worker row whose heartbeat is older than the lease reads.
+WORKER_LOST = "lost"
+
+
 class StepState(models.TextChoices):
     RUNNING = "running"
     COMPLETED = "completed"

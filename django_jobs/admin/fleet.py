@@ -27,18 +27,23 @@ from .. import operations
 from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import PausedQueue
+from ..states import JobState, WorkerState
 from .display import duration, forbidden_page, timestamp_text
 
 #: Seconds between the Workers page's re-reads (heartbeat ages are to the second).
 WORKERS_REFRESH_SECONDS = 1
 
 #: The CSS class of each state a worker row reads as.
-_WORKER_STATES = {"running": "running", "stopping": "waiting", "stopped": "cancelled"}
+_WORKER_STATES: dict[str, str] = {
+    WorkerState.RUNNING: JobState.RUNNING,
+    WorkerState.STOPPING: JobState.WAITING,
+    WorkerState.STOPPED: JobState.CANCELLED,
+}
 
 
 def worker_badge(state: str) -> SafeString:
     """A badge for a worker's state, colored as the job states are (lost as failed)."""
-    css = _WORKER_STATES.get(state, "failed")
+    css = _WORKER_STATES.get(state, JobState.FAILED)
     return format_html('<span class="djj-badge djj-state-{}">{}</span>', css, state)
 
 

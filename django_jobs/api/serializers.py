@@ -24,7 +24,7 @@ from ..engine.admission import MAX_RUN_AHEAD, MAX_RUN_AHEAD_WORDS, run_ahead_mes
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..models import Job, Schedule
 from ..serialize import BODY_FIELDS, JOB_FIELDS, STEP_FIELDS, JobField, JsonType
-from ..states import JobState, StepState
+from ..states import WORKER_LOST, JobState, StepState, WorkerState
 from ..validation import key_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767  # Job.priority is a SmallIntegerField
@@ -421,9 +421,7 @@ class WorkerSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(read_only=True)
     heartbeat_at = serializers.DateTimeField(read_only=True)
     heartbeat_age_s = serializers.FloatField(read_only=True)
-    state = serializers.ChoiceField(
-        choices=["running", "stopping", "stopped", "lost"], read_only=True
-    )
+    state = serializers.ChoiceField(choices=[*WorkerState.values, WORKER_LOST], read_only=True)
     jobs_running = serializers.IntegerField(read_only=True)
     jobs_done = serializers.IntegerField(read_only=True)
     running_jobs = serializers.ListField(

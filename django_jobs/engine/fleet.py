@@ -29,8 +29,8 @@ from django.db.models import Count
 
 from .. import __version__, clock
 from ..conf import jobs_settings
-from ..models import Job, PausedQueue, Worker, WorkerState, worker_name
-from ..states import JobState
+from ..models import Job, PausedQueue, Worker, worker_name
+from ..states import WORKER_LOST, JobState, WorkerState
 from ..store import get_store
 
 __all__ = [
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: What a worker row reads as once its heartbeat is older than the lease (never stored).
-LOST = "lost"
+LOST = WORKER_LOST
 #: How long a stopped (or lost) worker's row is kept.
 STOPPED_KEPT = timedelta(days=1)
 #: Running jobs listed per worker at most (``jobs_running`` has the full count).

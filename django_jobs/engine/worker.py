@@ -35,10 +35,10 @@ from .. import clock
 from ..conf import jobs_settings
 from ..durations import format_duration
 from ..exceptions import JobTimeout
-from ..models import Job, WorkerState
+from ..models import Job
 from ..printable import printable
 from ..registry import get
-from ..states import JobState
+from ..states import JobState, WorkerState
 from ..store import Claim, Outcome, Store, get_store
 from ..store.base import ClaimSkip
 from . import fleet

@@ -44,6 +44,10 @@ COMMANDS: dict[str, list[str]] = {
     "prune": [],
     "mcp": [],
     "enqueue": ["test.record"],
+    "workers": [],
+    "queues": [],
+    "pause": ["default"],
+    "resume": ["default"],
 }
 
 #: Django's common options, and what each sets.
