@@ -219,8 +219,7 @@ class Executor:
                 JobState.BLOCKED,
                 f"Kind {job.kind!r} is not registered in the worker that claimed it (pid "
                 f"{os.getpid()}). A worker runs the code it started with: if the kind was added "
-                "since, restart the workers (SIGHUP starts new worker processes; `runjobs "
-                "--reload` does it on every change in development), then retry the job. "
+                "since, restart the workers, then retry the job. "
                 "Otherwise deploy code that defines it, or cancel the job.",
             )
         if (job.version or "") != (handle.version or ""):
