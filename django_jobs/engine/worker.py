@@ -242,15 +242,7 @@ class Worker:
         connections.close_all()
         bound_silent_network(self.store)
         if self.fleet_row:
-            self._retry_db(
-                lambda: fleet.register(
-                    self.name,
-                    engine=self.engine,
-                    queues=self.queues,
-                    concurrency=self.concurrency,
-                    using=self.alias,
-                )
-            )
+            self._register_row()
         self._read_paused()
         self._rescue()
         if self.scheduler:
@@ -434,6 +426,19 @@ class Worker:
                 if entry is not None and not entry[1].cancel_requested:
                     entry[1].cancel_requested = True
                     logger.info("Job %s: cancel requested; its runner sees ctx.cancelled.", job_id)
+
+    def _register_row(self) -> None:
+        """Write this worker's row (``engine.fleet``): at start, and again after a heartbeat
+        found it gone (pruned, or deleted by hand)."""
+        self._retry_db(
+            lambda: fleet.register(
+                self.name,
+                engine=self.engine,
+                queues=self.queues,
+                concurrency=self.concurrency,
+                using=self.alias,
+            )
+        )
 
     def _read_paused(self) -> None:
         """Read which queues of this engine are paused; wake the claim loop when one resumed."""
@@ -768,15 +773,7 @@ class Worker:
             )
         )
         if written == 0 and not self.stopping.is_set():
-            self._retry_db(
-                lambda: fleet.register(
-                    self.name,
-                    engine=self.engine,
-                    queues=self.queues,
-                    concurrency=self.concurrency,
-                    using=self.alias,
-                )
-            )
+            self._register_row()
 
     def _tick_schedules(self) -> float:
         """Fire the due occurrences; return the seconds until the next tick: at the next
