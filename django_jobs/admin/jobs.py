@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import django
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.auth import get_user_model
@@ -278,6 +279,9 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
             **live_context(),
             "djj_operator": self.has_operate_permission(request),
             "djj_workers_url": self._url("workers"),
+            # Django 5.2's admin renders the object-tools block inside the content block, which
+            # the overview replaces; Django 6 renders it beside the title.
+            "djj_tools_in_content": django.VERSION < (6, 0),
             "djj_pause_url": self._url("pause_queue"),
             "djj_resume_url": self._url("resume_queue"),
             "djj_engines": jobs_settings.engine_names(),
