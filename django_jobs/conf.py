@@ -18,6 +18,9 @@ DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     "OUTBOX": "auto",
     "LEASE": "30s",
+    # Added to a kind's timeout (the soft limit) for its hard limit when @job names no
+    # time_limit: past it, a worker process running the job is ended (engine.supervisor).
+    "KILL_GRACE": "10s",
     "LOG_TAIL": 100,
     "IS_OPERATOR": None,
     "TENANT_OF": None,
@@ -69,6 +72,10 @@ class JobsSettings:
     @property
     def lease(self) -> timedelta:
         return parse_duration(self.LEASE, name='JOBS["LEASE"]')
+
+    @property
+    def kill_grace(self) -> timedelta:
+        return parse_duration(self.KILL_GRACE, name='JOBS["KILL_GRACE"]')
 
     @property
     def poll_interval(self) -> float:

@@ -55,6 +55,13 @@ class JobTimeout(JobsError, TimeoutError):
     code = "JOB_TIMEOUT"
 
 
+class WorkerLost(JobsError):
+    """The worker process running the job died (killed, out of memory, a crash in a C
+    library); its supervisor ended the attempt at once, and the retry policy applies."""
+
+    code = "WORKER_LOST"
+
+
 class MaxAttempts(JobsError):
     """Retries are spent."""
 

@@ -50,6 +50,8 @@ class JobHandle:
     priority: int = 0
     retry: Retry = field(default_factory=Retry)
     timeout: timedelta | None = None
+    #: The hard limit as given to ``@job(time_limit=)``; ``hard_limit`` is the one in force.
+    time_limit: timedelta | None = None
     input: type | None = None
     version: str = ""
     capture: Callable[[Any], Any] | None = None
@@ -60,6 +62,18 @@ class JobHandle:
     #: from its payload. None: the kind's own ``queue`` and ``engine``. The built-in flow kind
     #: runs on its first member's (``django_jobs.canvas``).
     place: Callable[[Any], tuple[str, str]] | None = None
+
+    @property
+    def hard_limit(self) -> timedelta | None:
+        """The hard time limit (Celery's ``time_limit``): ``time_limit``, or ``timeout`` plus
+        ``JOBS["KILL_GRACE"]`` when only the soft limit is set; None without either. A worker
+        running jobs in child processes ends the child of a job past it (``engine.supervisor``).
+        """
+        if self.time_limit is not None:
+            return self.time_limit
+        if self.timeout is not None:
+            return self.timeout + jobs_settings.kill_grace
+        return None
 
     @cached_property
     def is_async(self) -> bool:
@@ -172,6 +186,7 @@ class JobHandle:
             "priority": self.priority,
             "retry": self.retry.as_json(),
             "timeout": self.timeout.total_seconds() if self.timeout else None,
+            "time_limit": self.hard_limit.total_seconds() if self.hard_limit else None,
             "version": self.version,
             "input": serializer_json_schema(self.input),
             "on": self.on,
@@ -210,6 +225,7 @@ def job(
     priority: int = 0,
     retry: Retry | None = None,
     timeout: Duration | None = None,
+    time_limit: Duration | None = None,
     input: type | None = None,  # noqa: A002 - the public name of the option
     version: str = "",
     capture: Callable[[Any], Any] | None = None,
@@ -236,6 +252,13 @@ def job(
 
     if rate is not None:
         parse_rate(rate)  # a bad rate fails at decoration, not in a worker's claim loop
+    soft = parse_duration(timeout, name="timeout") if timeout is not None else None
+    hard = parse_duration(time_limit, name="time_limit") if time_limit is not None else None
+    if hard is not None and (hard <= timedelta(0) or (soft is not None and hard < soft)):
+        raise ValueError(
+            f"{_caller()}: @job({kind!r}, time_limit={time_limit!r}): the hard time limit must "
+            "be above zero and not below timeout= (the soft limit comes first)."
+        )
     hooks = Hooks.of(kind, on_success=on_success, on_failure=on_failure, on_retry=on_retry)
 
     def decorator(func: Callable[..., Any]) -> JobHandle:
@@ -251,7 +274,8 @@ def job(
             engine=engine,
             priority=priority,
             retry=retry or Retry(),
-            timeout=parse_duration(timeout, name="timeout") if timeout is not None else None,
+            timeout=soft,
+            time_limit=hard,
             input=input,
             version=str(version),
             capture=capture,

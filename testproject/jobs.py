@@ -22,6 +22,12 @@ from django_jobs.signals import children_spawned
 from .demo.jobs import hello, publish, render  # noqa: F401
 from .models import Execution
 
+# A worker process that cannot start (a broken import), while this file exists: the supervisor
+# keeps restarting it with backoff (tests/integration/test_supervisor_processes.py).
+_broken = os.environ.get("JOBS_TEST_BROKEN")
+if _broken and "--child-report-fd" in sys.argv and os.path.exists(_broken):
+    raise ImportError("a broken import, for the supervisor's tests (JOBS_TEST_BROKEN exists)")
+
 # --- kinds used by the test suite -----------------------------------------------------------
 
 
@@ -92,6 +98,14 @@ def slow(ctx):
         time.sleep(0.02)
     _record(ctx, "slow-end")
     return {"slow": True}
+
+
+@job("test.hard_limit", idempotency_key="payload", time_limit="2s", retry=Retry(attempts=1))
+def past_its_hard_limit(ctx):
+    """Sleeps in one C call far past its hard limit: only ending its process stops it."""
+    _record(ctx, "hard-limit-start")
+    time.sleep(float(ctx.payload.get("seconds", 60)))
+    _record(ctx, "hard-limit-after-sleep")
 
 
 @job("test.exit", idempotency_key="payload", retry=Retry(attempts=2, delay=0, jitter=False))

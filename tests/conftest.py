@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,8 @@ class Proc:
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            # A group of its own: stop() ends the worker processes a runjobs supervises too.
+            start_new_session=True,
         )
 
     def output(self) -> str:
@@ -132,6 +135,8 @@ class Proc:
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)  # what it started, if any lives on
         self.log.close()
 
 

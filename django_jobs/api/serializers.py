@@ -364,6 +364,11 @@ class KindSerializer(serializers.Serializer):
     priority = serializers.IntegerField(read_only=True)
     retry = serializers.DictField(read_only=True, help_text="The retry policy.")
     timeout = serializers.FloatField(read_only=True, allow_null=True, help_text="Seconds.")
+    time_limit = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Seconds: the hard time limit (timeout plus JOBS['KILL_GRACE'] by default).",
+    )
     version = serializers.CharField(read_only=True)
     input = serializers.DictField(
         read_only=True, allow_null=True, help_text="JSON Schema of the payload, if declared."

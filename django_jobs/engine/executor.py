@@ -31,6 +31,7 @@ from ..exceptions import (
     Uncertain,
     UnknownKind,
     Unrecoverable,
+    WorkerLost,
 )
 from ..printable import printable
 from ..registry import JobHandle, get
@@ -119,8 +120,9 @@ def describe_exception(exc: BaseException, *, for_log: bool = False) -> str:
     frames = "".join(traceback.format_tb(exc.__traceback__))
     if for_log:
         message, frames = printable(message), printable(frames, keep_newlines=True)
-    # A time limit says so with its code, as the error's first line: "JOB_TIMEOUT: ...".
-    name = JobTimeout.code if isinstance(exc, JobTimeout) else type(exc).__name__
+    # A time limit, or a lost worker process, says so with its code, as the error's first
+    # line: "JOB_TIMEOUT: ...", "WORKER_LOST: ...".
+    name = exc.code if isinstance(exc, (JobTimeout, WorkerLost)) else type(exc).__name__
     return f"{name}: {message}{TRACEBACK_MARKER}\n{frames}"
 
 
@@ -400,7 +402,8 @@ class Executor:
             )
             text = describe_exception(exc)
             run_at = None
-            if not handle.retry.retries(exc):
+            # A lost process is not the runner's error: its attempts decide, whatever ``on=``.
+            if not isinstance(exc, WorkerLost) and not handle.retry.retries(exc):
                 outcome = self._base(job, started, JobState.FAILED, live)
                 outcome.error = cap_error(_not_retried(job, handle, exc, text))
                 return outcome

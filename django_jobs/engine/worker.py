@@ -42,6 +42,7 @@ from ..states import JobState, WorkerState
 from ..store import Claim, Outcome, Store, get_store
 from ..store.base import ClaimSkip
 from . import fleet
+from .child import RECYCLE_EXIT, ParentChannel, resident_memory
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .hooks import call_hooks
@@ -59,6 +60,10 @@ _STOP = object()
 #: Put on the keeper's queue when events wait for it to store them (``EventWriter.keep_by``).
 _EVENTS: Any = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
+#: Seconds every executor thread may stay busy, no job starting, before the jobs claimed ahead
+#: (prefetched) are handed back for other workers to run, and no more are claimed ahead until a
+#: thread frees: a long job never holds short ones hostage.
+HOSTAGE_AFTER = 0.5
 
 #: What the end line of a job says for each state its attempt left it in.
 _OUTCOME: dict[str, str] = {JobState.QUEUED: "retrying"}
@@ -157,12 +162,23 @@ class Worker:
         alias: str | None = None,
         name: str | None = None,
         fleet_row: bool = True,
+        parent: ParentChannel | None = None,
+        max_jobs: int | None = None,
+        max_memory: int | None = None,
     ) -> None:
         self.engine = engine
         #: Its row's name (``--name``, default ``host:pid``); ``fleet_row=False``: no row (a
         #: process whose parent writes the row for it).
         self.name = name or fleet.default_name()
         self.fleet_row = fleet_row
+        #: Under a supervisor: the pipe to it (``engine.child``), and the limits after which
+        #: this process finishes to be replaced (jobs started; resident bytes after a job).
+        self.parent = parent
+        self.max_jobs = max_jobs
+        self.max_memory = max_memory
+        self.claimed_total = 0
+        self.recycled = False
+        self.hard_limits: dict[str, float | None] = {}
         self.queues = queues or None
         self.concurrency = concurrency or jobs_settings.engine_concurrency(engine)
         self.burst = burst
@@ -198,6 +214,7 @@ class Worker:
         self.vacant: set[int] = set()  # slots whose new thread the system refused
         # Per executor slot: the job its thread is running, and why the thread died (if it did).
         self.held: list[Job | None] = []
+        self.held_since: list[float] = []  # monotonic time each slot's job started
         self.deaths: dict[int, BaseException] = {}
         # Threads left to a runner that ran past its timeout and would not stop (see
         # ``_abandon``): whatever they return later is dropped.
@@ -212,6 +229,14 @@ class Worker:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
+        if self.parent is not None:
+            # Under a supervisor: it alone decides. A Ctrl-C reaches the whole process group:
+            # the parent forwards it as SIGTERM, and SIGTERMs after the first change nothing
+            # (the parent kills with SIGKILL when it means now).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, lambda signum, frame: self.stop())
+            return
+
         def handle(signum: int, frame: Any) -> None:
             if self.stopping.is_set():
                 logger.warning(
@@ -227,6 +252,13 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
         self.wake.set()
+
+    def recycle(self, why: str) -> None:
+        """Finish the jobs in flight and exit with ``RECYCLE_EXIT``, to be replaced."""
+        if not self.recycled:
+            self.recycled = True
+            logger.info("Worker %s: %s; finishing to be replaced.", self.worker_id, why)
+            self.stop()
 
     def run(self) -> int:
         """Work until stopped; return the process exit code."""
@@ -255,16 +287,19 @@ class Worker:
         if self.concurrency > LEADERS:  # fewer threads than leaders: each writes its own
             self.step_writer = StepWriter(self.alias)
         self.held = [None] * self.concurrency
+        self.held_since = [0.0] * self.concurrency
         self.threads = [self._start_executor(slot) for slot in range(self.concurrency)]
         listener = None
         if self.store.supports_listen:
             listener = threading.Thread(target=self._listen, name="jobs-listen", daemon=True)
             listener.start()
+        if self.parent is not None:
+            self.parent.ready(self.worker_id)
         try:
             self._claim_loop()
         finally:
             self._shutdown(keeper)
-        return 0
+        return RECYCLE_EXIT if self.recycled else 0
 
     def _shutdown(self, keeper: threading.Thread) -> None:
         self.stopping.set()
@@ -316,7 +351,10 @@ class Worker:
     # -- claiming -----------------------------------------------------------------------------
 
     def _target(self) -> int:
-        """How many jobs to hold: the free slots plus about 50 ms of prefetched work."""
+        """How many jobs to hold: the free slots plus about 50 ms of prefetched work; none ahead
+        while every thread is stuck in a long job (``HOSTAGE_AFTER``)."""
+        if self._stalled():
+            return self.concurrency
         if self.avg_duration <= 0:
             extra = self.concurrency
         else:
@@ -338,6 +376,8 @@ class Worker:
                 held, unfinished = self.in_flight, self.unfinished
                 self.refill_at = refill_at
             want = target - unfinished
+            if self.max_jobs is not None:
+                want = min(want, self.max_jobs - self.claimed_total)
             claimed: list[Job] = []
             if want > 0 and unfinished <= refill_at and held - unfinished < RECORD_BATCH:
                 now = clock.now()
@@ -360,6 +400,7 @@ class Worker:
                     or []
                 )
                 if claimed:
+                    self.claimed_total += len(claimed)
                     with self.running_lock:
                         self.in_flight += len(claimed)
                         self.unfinished += len(claimed)
@@ -479,6 +520,7 @@ class Worker:
                     return
                 with self.running_lock:
                     self.held[slot] = item
+                    self.held_since[slot] = time.monotonic()
                 self._execute(item, slot)
                 if me in self.abandoned:
                     return  # its slot has a new thread
@@ -627,6 +669,9 @@ class Worker:
         logged = logger.isEnabledFor(logging.INFO)  # per job: nothing built when it is off
         if logged:
             log_job_started(job, self.worker_id)
+        limit = self._hard_limit(job.kind) if self.parent is not None else None
+        if limit is not None:
+            self.parent.started(job.pk, limit)  # type: ignore[union-attr]
         began = time.perf_counter()
         try:
             drop_broken_connections()
@@ -643,10 +688,74 @@ class Worker:
             self.held[slot] = None
             self.unfinished -= 1
             refill = self.unfinished <= self.refill_at
+            drained = self.unfinished == 0
+        if limit is not None:
+            self.parent.ended(job.pk)  # type: ignore[union-attr]
         if logged:
             log_job_ended(job, outcome, elapsed, self.worker_id)
         if refill:
             self.wake.set()
+        if self.max_jobs is not None and self.claimed_total >= self.max_jobs and drained:
+            self.recycle(f"{self.max_jobs} jobs run (--max-jobs-per-child)")
+        if self.max_memory is not None:
+            resident = resident_memory()
+            if resident > self.max_memory:
+                self.recycle(
+                    f"resident memory {resident // 2**20} MiB is above "
+                    f"{self.max_memory // 2**20} MiB (--max-memory-per-child)"
+                )
+
+    def _hard_limit(self, kind: str) -> float | None:
+        """Seconds of the kind's hard time limit (``@job(time_limit=)``), or None."""
+        try:
+            return self.hard_limits[kind]
+        except KeyError:
+            handle = get(kind)
+            limit = handle.hard_limit if handle is not None else None
+            seconds = limit.total_seconds() if limit is not None else None
+            self.hard_limits[kind] = seconds
+            return seconds
+
+    def _stalled(self) -> bool:
+        """Every executor thread busy and none started a job for ``HOSTAGE_AFTER``: what was
+        claimed ahead would wait for a long job to end."""
+        with self.running_lock:
+            if not self.held or any(job is None for job in self.held):
+                return False
+            latest = max(self.held_since)
+        return time.monotonic() - latest > HOSTAGE_AFTER
+
+    def _release_hostages(self) -> None:
+        """Hand back the jobs claimed ahead while every thread is stuck in a long job, so
+        another worker (or another child) runs them now; their attempts are not used."""
+        if self.stopping.is_set() or self.local.empty() or not self._stalled():
+            return
+        jobs: list[Job] = []
+        while True:
+            try:
+                item = self.local.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, Job):
+                jobs.append(item)
+            else:
+                self.local.put(item)  # a _STOP: not ours to take
+                break
+        if not jobs:
+            return
+        ids = [job.pk for job in jobs]
+        self._retry_db(lambda: self.store.hand_back(self.worker_id, ids), forever=True)
+        with self.running_lock:
+            self.in_flight -= len(ids)
+            self.unfinished -= len(ids)
+            self.claimed_total -= len(ids)
+            for job_id in ids:
+                self.running.pop(job_id, None)
+        logger.info(
+            "Worker %s: every thread is in a long job; handed back %s job(s) claimed ahead.",
+            self.worker_id,
+            len(ids),
+        )
 
     # -- keeping: outcomes, live output, leases ---------------------------------------------
 
@@ -693,6 +802,7 @@ class Worker:
                 now = time.monotonic()
                 if now >= next_flush:
                     self._flush_live()
+                    self._release_hostages()
                     next_flush = now + 0.2
                 if now >= next_beat:
                     self._heartbeat()
@@ -761,6 +871,11 @@ class Worker:
         self._cancels_heard([job_id for job_id, cancel in flags.items() if cancel])
         if self.fleet_row:
             self._beat_row()
+        if self.parent is not None:
+            self.parent.beat(self._jobs_running(), self.processed)
+            if self.parent.orphaned and not self.stopping.is_set():
+                logger.warning("Worker %s: its supervisor is gone; finishing.", self.worker_id)
+                self.stop()
 
     def _beat_row(self) -> None:
         """The worker's row: one UPDATE per heartbeat (written again if it was pruned)."""

@@ -1,4 +1,8 @@
-"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker``.
+"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker`` (one process's
+threads) and ``django_jobs.engine.supervisor`` (``--processes N``: a parent over N of them).
+
+``--processes`` (default 1): the parent starts each child as ``runjobs --processes 0`` with the
+same options and a pipe to report on (``--child-report-fd``, not for use by hand).
 
 Logging: ``-v 2`` lowers the ``django_jobs`` loggers to INFO, so the worker writes one line
 as each job starts and one as it ends (``django_jobs.worker``). When the project's ``LOGGING``
@@ -9,14 +13,22 @@ project's handlers for ``django_jobs`` when it has some.
 
 from __future__ import annotations
 
+import argparse
 import logging
+import os
+import re
+import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ...checks import COMMAND_CHECK_TAGS
 from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
+from ...engine import fleet
+from ...engine.child import ParentChannel
+from ...engine.supervisor import Supervisor
 from ...engine.worker import Worker
 from ...observability.logs import JsonFormatter
 from ..parsing import ExactOptions
@@ -60,6 +72,35 @@ class Command(ExactOptions, BaseCommand):
             action="store_true",
             help="Do not fire cron schedules from this process.",
         )
+        parser.add_argument(
+            "--processes",
+            default="1",
+            metavar="N",
+            help="Worker processes under one supervising parent, each with --concurrency "
+            "threads (default 1; 'auto': one per CPU; 0: run jobs in this process, where only "
+            "soft time limits exist).",
+        )
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=int,
+            default=None,
+            metavar="M",
+            help="A worker process that has run M jobs finishes and is replaced.",
+        )
+        parser.add_argument(
+            "--max-memory-per-child",
+            default=None,
+            metavar="SIZE",
+            help="A worker process whose resident memory is above SIZE after a job (512MB, "
+            "2GB; 1MB = 1024 KB) finishes and is replaced.",
+        )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="Start new worker processes when a Python file of the project changes "
+            "(development, as runserver does).",
+        )
+        parser.add_argument("--child-report-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         engine = options["engine"]
@@ -74,8 +115,32 @@ class Command(ExactOptions, BaseCommand):
         missing = missing_migrations(jobs_settings.DATABASE)
         if missing:
             raise CommandError(f"{missing} Then start the worker again.")
+        processes = parse_processes(options["processes"])
+        max_jobs = options["max_jobs_per_child"]
+        if max_jobs is not None and max_jobs < 1:
+            raise CommandError("--max-jobs-per-child must be at least 1.")
+        max_memory = (
+            parse_size(options["max_memory_per_child"])
+            if options["max_memory_per_child"] is not None
+            else None
+        )
+        child_fd = options["child_report_fd"]
+        if processes == 0 and child_fd is None:
+            for flag, value in (
+                ("--max-jobs-per-child", max_jobs),
+                ("--max-memory-per-child", max_memory),
+                ("--reload", options["reload"] or None),
+            ):
+                if value is not None:
+                    raise CommandError(
+                        f"{flag} needs worker processes: use --processes 1 or more "
+                        "(--processes 0 runs the jobs in this process)."
+                    )
         configure_logging(options["verbosity"], options["log_format"])
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
+        if processes > 0 and child_fd is None:
+            self._supervise(options, processes, engine, queues, concurrency, max_jobs, max_memory)
+            return
         worker = Worker(
             engine=engine,
             queues=queues or None,
@@ -83,6 +148,10 @@ class Command(ExactOptions, BaseCommand):
             burst=options["burst"],
             scheduler=not options["no_scheduler"],
             name=options["name"] or None,
+            fleet_row=child_fd is None,
+            parent=ParentChannel(child_fd) if child_fd is not None else None,
+            max_jobs=max_jobs,
+            max_memory=max_memory,
         )
         worker.install_signal_handlers()
         if options["verbosity"] >= 1:
@@ -97,6 +166,97 @@ class Command(ExactOptions, BaseCommand):
         code = worker.run()
         if code:
             raise SystemExit(code)
+
+    def _supervise(
+        self,
+        options: dict[str, Any],
+        processes: int,
+        engine: str,
+        queues: list[str],
+        concurrency: int | None,
+        max_jobs: int | None,
+        max_memory: int | None,
+    ) -> None:
+        name = options["name"] or fleet.default_name()
+        threads = concurrency or jobs_settings.engine_concurrency(engine)
+        argv = child_command(options, name=name, concurrency=threads)
+        if max_jobs is not None:
+            argv += ["--max-jobs-per-child", str(max_jobs)]
+        if max_memory is not None:
+            argv += ["--max-memory-per-child", str(max_memory)]
+        supervisor = Supervisor(
+            child_argv=argv,
+            processes=processes,
+            name=name,
+            engine=engine,
+            queues=queues or None,
+            concurrency=threads,
+            burst=options["burst"],
+            scheduler=not options["no_scheduler"],
+            reload=options["reload"],
+        )
+        if options["verbosity"] >= 1:
+            self.stdout.write(
+                f"runjobs: supervisor {name} (pid {os.getpid()}) ready: {processes} "
+                f"process(es) x {threads} thread(s)",
+                ending="\n",
+            )
+            self.stdout.flush()
+        code = supervisor.run()
+        if code:
+            raise SystemExit(code)
+
+
+def parse_processes(value: str) -> int:
+    """``--processes``: a count, or ``auto`` (one per CPU this process may run on)."""
+    if value == "auto":
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
+    try:
+        count = int(value)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise CommandError(f"--processes {value!r}: give a number (0 or more) or 'auto'.")
+    return count
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def parse_size(value: str) -> int:
+    """``--max-memory-per-child``: bytes from ``512MB``, ``1.5GB``, ``800M``, ``1048576``."""
+    match = _SIZE.fullmatch(value)
+    if match is None or float(match[1]) <= 0:
+        raise CommandError(
+            f"--max-memory-per-child {value!r}: give a size such as 512MB or 2GB "
+            "(KB, MB, GB: powers of 1024)."
+        )
+    unit = (match[2] or "").lower()[:1]
+    return int(float(match[1]) * _UNITS[unit])
+
+
+def child_command(options: dict[str, Any], *, name: str, concurrency: int) -> list[str]:
+    """The command line of one worker process: this runjobs, with --processes 0.
+
+    Run as ``python -m django`` with the project's settings module and the directory of
+    manage.py first on its path, as this process has them.
+    """
+    argv = [sys.executable, "-m", "django", "runjobs", "--processes", "0"]
+    argv += ["--settings", settings.SETTINGS_MODULE]
+    argv += ["--engine", options["engine"], "--concurrency", str(concurrency), "--name", name]
+    if options["queues"]:
+        argv += ["--queues", options["queues"]]
+    argv += ["--verbosity", str(options["verbosity"]), "--log-format", options["log_format"]]
+    if options["burst"]:
+        argv.append("--burst")
+    if options["no_scheduler"]:
+        argv.append("--no-scheduler")
+    argv += ["--pythonpath", os.path.abspath(sys.path[0] or os.getcwd())]
+    return argv
 
 
 def configure_logging(verbosity: int, log_format: str) -> None:

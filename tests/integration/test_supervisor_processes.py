@@ -1,0 +1,156 @@
+"""``runjobs --processes N`` with real processes, on PostgreSQL and SQLite: a parent that runs no
+job and N worker processes under it. Two children run jobs in two pids; a job past its hard
+time limit has its child ended and fails with ``JOB_TIMEOUT``; a child killed with SIGKILL has
+its jobs ended with ``WORKER_LOST`` within 2 s while its sibling's job finishes;
+``--max-jobs-per-child`` recycles; SIGHUP under load loses no job and runs none twice; a child
+that cannot import the project is restarted with backoff while the parent stays up and says why.
+
+The subprocesses read the real clock: the tests wait on the other processes (``wait_for``),
+never on time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from django_jobs.models import Job
+from testproject.jobs import past_its_hard_limit, record, slow
+from testproject.models import Execution
+from tests.integration.test_worker_processes import exit_code, terminate, wait_for
+
+pytestmark = pytest.mark.process
+
+
+def refreshed(job: Job) -> Job:
+    job.refresh_from_db()
+    return job
+
+
+def started_pids(label: str) -> dict[int, int]:
+    """job id -> the pid that ran it, for the executions labelled ``label``."""
+    return dict(Execution.objects.filter(label=label).values_list("job_id", "pid"))
+
+
+def test_two_children_run_jobs_in_two_pids(spawn, tmp_path):
+    marker = tmp_path / "go"
+    jobs = [slow.enqueue({"until": str(marker), "n": n}) for n in range(2)]
+    worker = spawn("runjobs", "--processes", "2", "--concurrency", "1", "--no-scheduler")
+    wait_for(lambda: len(started_pids("slow-start")) == 2, "both jobs started", worker)
+    pids = set(started_pids("slow-start").values())
+    assert len(pids) == 2  # one job in each child, side by side
+    assert worker.popen.pid not in pids  # the parent runs no job
+    marker.touch()
+    wait_for(lambda: all(refreshed(job).state == "succeeded" for job in jobs), "jobs done", worker)
+    assert terminate(worker) == 0
+
+
+def test_a_job_past_its_hard_limit_is_ended_with_job_timeout(spawn):
+    job = past_its_hard_limit.enqueue({"seconds": 60})
+    worker = spawn("runjobs", "--processes", "1", "--no-scheduler")
+    wait_for(lambda: job.pk in started_pids("hard-limit-start"), "job started", worker)
+    began = time.monotonic()
+    wait_for(lambda: refreshed(job).state == "failed", "failed by its hard limit", worker)
+    assert time.monotonic() - began < 10
+    assert job.error.splitlines()[0] == (
+        "JOB_TIMEOUT: killed after running past its time limit of 2s"
+    )
+    # The line after the sleep never ran: its process was ended inside the C call.
+    assert not Execution.objects.filter(label="hard-limit-after-sleep").exists()
+    # A new child took its place: the next job runs.
+    later = record.enqueue({"after": "timeout"})
+    wait_for(lambda: refreshed(later).state == "succeeded", "a new child runs jobs", worker)
+    assert "ran past its time limit of 2s" in worker.output()
+
+
+def test_a_killed_child_has_its_job_ended_within_2s_while_its_sibling_finishes(spawn, tmp_path):
+    marker = tmp_path / "go"
+    first, second = (slow.enqueue({"until": str(marker), "n": n}) for n in range(2))
+    worker = spawn("runjobs", "--processes", "2", "--concurrency", "1", "--no-scheduler")
+    wait_for(lambda: len(started_pids("slow-start")) == 2, "both jobs started", worker)
+    victim = started_pids("slow-start")[first.pk]
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(
+        lambda: (refreshed(first).error or "").startswith("WORKER_LOST"),
+        "the killed child's job ended",
+        worker,
+        timeout=10,
+    )
+    assert time.monotonic() - killed < 2
+    assert first.error.splitlines()[0] == (
+        f"WORKER_LOST: worker process {victim} died (signal 9) while running this job"
+    )
+    assert first.attempts == 1  # the attempt counted
+    marker.touch()
+    wait_for(lambda: refreshed(second).state == "succeeded", "the sibling's job", worker)
+    # The lost job's retry ran in the child that replaced the dead one, and succeeded.
+    wait_for(lambda: refreshed(first).state == "succeeded", "the retried job", worker)
+    assert first.attempts == 2
+    assert Execution.objects.get(job_id=second.pk, label="slow-end").pid != victim
+
+
+def test_max_jobs_per_child_recycles(spawn):
+    jobs = [record.enqueue({"n": n}) for n in range(6)]
+    worker = spawn(
+        "runjobs",
+        "--processes",
+        "1",
+        "--concurrency",
+        "1",
+        "--max-jobs-per-child",
+        "2",
+        "--burst",
+        "--no-scheduler",
+    )
+    assert exit_code(worker) == 0, worker.output()
+    assert all(refreshed(job).state == "succeeded" for job in jobs)
+    per_pid = Counter(started_pids("record").values())
+    assert sorted(per_pid.values()) == [2, 2, 2], worker.output()
+
+
+def test_sighup_under_load_loses_none_and_runs_none_twice(spawn):
+    total = 2000
+    jobs = [record.enqueue({"n": n}) for n in range(total)]
+    worker = spawn("runjobs", "--processes", "2", "--concurrency", "4", "--no-scheduler")
+    generations = 0
+    while Job.objects.filter(state="succeeded").count() < total:
+        done = Job.objects.filter(state="succeeded").count()
+        if generations < 2 and done >= (generations + 1) * total // 4:
+            worker.popen.send_signal(signal.SIGHUP)
+            generations += 1
+        wait_for(
+            lambda d=done: Job.objects.filter(state="succeeded").count() > d,
+            "jobs keep running across SIGHUP",
+            worker,
+        )
+    assert generations == 2
+    ran = Counter(Execution.objects.filter(label="record").values_list("job_id", flat=True))
+    assert set(ran) == {job.pk for job in jobs}  # none lost
+    assert max(ran.values()) == 1  # none run twice
+    assert len(set(started_pids("record").values())) >= 3  # a new generation ran jobs too
+    assert worker.output().count("SIGHUP: starting new worker processes") == 2
+    assert terminate(worker) == 0
+
+
+def test_a_child_that_cannot_start_is_restarted_with_backoff_and_the_parent_says_why(
+    spawn, tmp_path
+):
+    broken = tmp_path / "broken"
+    broken.touch()
+    worker = spawn(
+        "runjobs", "--processes", "1", "--no-scheduler", env={"JOBS_TEST_BROKEN": str(broken)}
+    )
+    worker.wait_for_output("starting another in 1s", timeout=60)
+    worker.wait_for_output("starting another in 2s", timeout=60)
+    assert worker.popen.poll() is None  # the parent stays up
+    assert "before it was ready" in worker.output()
+    assert "ImportError: a broken import" in worker.output()  # the child's own error
+    broken.unlink()
+    job = record.enqueue({"n": "after the fix"})
+    wait_for(lambda: refreshed(job).state == "succeeded", "a child started at last", worker)
+    assert terminate(worker) == 0
