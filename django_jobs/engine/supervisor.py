@@ -37,7 +37,7 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -505,7 +505,7 @@ class Supervisor:
         return times
 
 
-def _project_files(paths: Iterator[Path]) -> Iterator[Path]:
+def _project_files(paths: Iterable[Path]) -> Iterator[Path]:
     """The files under the current directory: the project's, not the installed packages'."""
     here = Path.cwd().resolve()
     for path in paths:
