@@ -37,7 +37,7 @@ from ..durations import format_duration
 from ..exceptions import JobTimeout
 from ..models import Job
 from ..printable import printable
-from ..registry import get
+from ..registry import all_handles, get
 from ..states import JobState, WorkerState
 from ..store import Claim, Outcome, Store, get_store
 from ..store.base import ClaimSkip
@@ -269,6 +269,8 @@ class Worker:
             self.concurrency,
             ",".join(self.queues or []) or "*",
         )
+        if self.parent is None:
+            self._say_only_soft_limits()
         # Before any thread connects: every connection of the worker gets them (the threads'
         # connections share the alias's settings).
         connections.close_all()
@@ -300,6 +302,20 @@ class Worker:
         finally:
             self._shutdown(keeper)
         return RECYCLE_EXIT if self.recycled else 0
+
+    def _say_only_soft_limits(self) -> None:
+        """Jobs in this process (``--processes 0``): no process to end, so a kind's
+        ``time_limit`` cannot hold. Said at start, for the kinds that set one."""
+        kinds = sorted(
+            h.kind for h in all_handles() if h.time_limit is not None and h.engine == self.engine
+        )
+        if kinds:
+            logger.warning(
+                "Jobs run in this process (--processes 0): only soft time limits (timeout=) "
+                "hold here; the time_limit of %s needs worker processes (--processes 1 or "
+                "more).",
+                ", ".join(printable(kind) for kind in kinds),
+            )
 
     def _shutdown(self, keeper: threading.Thread) -> None:
         self.stopping.set()

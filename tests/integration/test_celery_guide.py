@@ -73,6 +73,11 @@ CELERY_FEATURES = [
     "CELERY_TIMEZONE",
     "custom beat schedule class",
     "a flow's queue",
+    "worker_concurrency",
+    "worker_max_tasks_per_child",
+    "worker_max_memory_per_child",
+    "inspect",
+    "cancel_consumer",
 ]
 
 

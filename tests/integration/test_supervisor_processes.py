@@ -154,3 +154,10 @@ def test_a_child_that_cannot_start_is_restarted_with_backoff_and_the_parent_says
     job = record.enqueue({"n": "after the fix"})
     wait_for(lambda: refreshed(job).state == "succeeded", "a child started at last", worker)
     assert terminate(worker) == 0
+
+
+def test_without_processes_the_worker_says_only_soft_limits_hold(spawn):
+    worker = spawn("runjobs", "--processes", "0", "--burst", "--no-scheduler")
+    assert exit_code(worker) == 0
+    assert "only soft time limits (timeout=) hold here" in worker.output()
+    assert "test.hard_limit" in worker.output()
