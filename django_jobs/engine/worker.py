@@ -60,9 +60,10 @@ _STOP = object()
 #: Put on the keeper's queue when events wait for it to store them (``EventWriter.keep_by``).
 _EVENTS: Any = object()
 RECORD_BATCH = 500  # outcomes written per statement at most
-#: Seconds every executor thread may stay busy, no job starting, before the jobs claimed ahead
-#: (prefetched) are handed back for other workers to run, and no more are claimed ahead until a
-#: thread frees: a long job never holds short ones hostage.
+#: Seconds every executor thread of a worker process (under a supervisor) may stay busy, no job
+#: starting, before the jobs claimed ahead (prefetched) are handed back for other workers to
+#: run, and no more are claimed ahead until a thread frees: a long job never holds short ones
+#: hostage. ``--processes 0`` keeps the prefetch of one process's threads as it was.
 HOSTAGE_AFTER = 0.5
 
 #: What the end line of a job says for each state its attempt left it in.
@@ -735,6 +736,8 @@ class Worker:
     def _stalled(self) -> bool:
         """Every executor thread busy and none started a job for ``HOSTAGE_AFTER``: what was
         claimed ahead would wait for a long job to end."""
+        if self.parent is None:
+            return False
         with self.running_lock:
             if not self.held or any(job is None for job in self.held):
                 return False

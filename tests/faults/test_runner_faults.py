@@ -56,7 +56,7 @@ def test_a_runner_that_ignores_its_timeout_is_abandoned_and_the_rest_run(spawn, 
     stuck = hangs.enqueue({"until": str(tmp_path / "never")}, priority=-1)
     behind = [record.enqueue({"n": n}) for n in range(3)]
 
-    worker = spawn("runjobs", "--burst", "--concurrency", "1")
+    worker = spawn("runjobs", "--processes", "0", "--burst", "--concurrency", "1")
 
     assert exit_code(worker) == 0, worker.output()
     stuck = reloaded(stuck)
@@ -72,7 +72,7 @@ def test_a_runner_that_ignores_its_timeout_is_abandoned_and_the_rest_run(spawn, 
 
 def test_a_runner_that_exhausts_memory_fails_and_the_worker_goes_on(spawn):
     # MALLOC_ARENA_MAX: the replacement of a thread must not reserve a new 64 MB arena.
-    worker = spawn("runjobs", "--concurrency", "1", env={"MALLOC_ARENA_MAX": "2"})
+    worker = spawn("runjobs", "--processes", "0", "--concurrency", "1", env={"MALLOC_ARENA_MAX": "2"})
     worker.wait_for_output("ready")
     size = _virtual_size(worker.popen.pid)
     resource.prlimit(worker.popen.pid, resource.RLIMIT_AS, (size + HEADROOM, size + HEADROOM))
@@ -106,6 +106,8 @@ def test_a_thread_the_system_refuses_leaves_a_slot_vacant_and_the_worker_going(s
     # the rest of the worker's work (far smaller allocations) goes on.
     worker = spawn(
         "runjobs",
+        "--processes",
+        "0",
         "-v",
         "2",  # the slot's return is logged at INFO
         "--concurrency",
@@ -144,13 +146,13 @@ def test_a_runner_that_ends_the_process_has_its_jobs_reclaimed_after_the_lease(s
     fatal = exits_process.enqueue({"code": 7}, priority=-1)
     behind = [record.enqueue({"n": n}) for n in range(3)]
 
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     assert exit_code(first) == 7, first.output()
     assert reloaded(fatal).state == "running"  # nobody is left to say otherwise
 
     # A worker started later re-asks what the dead one held once its lease ran out; the
     # job that ended the process has no attempt left, so it fails instead of killing this one.
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_for(
         lambda: states([fatal, *behind]) == {"failed": 1, "succeeded": 3},
         "the dead worker's jobs were not reclaimed",
@@ -169,7 +171,7 @@ def test_a_runner_raising_inside_except_or_unprintable_fails_cleanly(spawn):
     unprintable = raises_in_except.enqueue({"unprintable": True}, priority=-1)
     behind = [record.enqueue({"n": n}) for n in range(3)]
 
-    worker = spawn("runjobs", "--burst", "--concurrency", "1")
+    worker = spawn("runjobs", "--processes", "0", "--burst", "--concurrency", "1")
 
     assert exit_code(worker) == 0, worker.output()
     assert "ValueError: raised while handling the first error" in reloaded(chained).error

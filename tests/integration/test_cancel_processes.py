@@ -72,20 +72,26 @@ def test_cancel_of_a_running_job_ends_it_cancelled_within_two_seconds(
     assert job.cancel_requested is False  # the column too: the request ended with the job
 
 
-def test_a_job_cancelled_while_it_waits_in_the_local_queue_never_starts(spawn):
-    # One slot: the worker holds the second job claimed, prefetched, until the first ends.
-    worker = spawn("runjobs", "--concurrency", "1", env=LEASE)
-    worker.wait_for_output("ready")
-    if on_postgres():
-        wait_until(someone_listens, message="the worker never LISTENed")
+def test_a_job_claimed_ahead_of_a_long_one_is_handed_back_and_its_cancel_ends_it_unstarted(
+    spawn,
+):
+    # One slot, two jobs due: the claim takes both, the second claimed ahead (prefetched). The
+    # first runs long, so the worker hands the second back (no job held hostage) unstarted.
     first = until_cancelled.enqueue({"seconds": 60, "n": 1})
-    wait_until(lambda: started(first), message=f"the job never started:\n{worker.output()}")
     second = until_cancelled.enqueue({"seconds": 60, "n": 2})
-    wait_until(lambda: state_of(second) == "running", message="the worker did not prefetch")
+    worker = spawn("runjobs", "--concurrency", "1", env=LEASE)
+    wait_until(lambda: started(first), message=f"the job never started:\n{worker.output()}")
+    wait_until(
+        lambda: "handed back 1 job(s) claimed ahead" in worker.output()
+        or (state_of(second) == "queued" and Job.objects.get(pk=second.pk).attempts == 0),
+        timeout=10,
+        message=f"the second job stayed held behind the first:\n{worker.output()}",
+    )
+    assert state_of(second) == "queued"
 
     from django_jobs import cancel
 
-    assert cancel(second.pk)["cancel_requested"] is True
+    cancel(second.pk)
     cancel(first.pk)
 
     wait_until(

@@ -51,10 +51,10 @@ def kill_when(proc, predicate) -> None:
 def test_atomic_step_survives_a_crash_after_its_commit(spawn, tmp_path):
     marker = tmp_path / "go"
     job = atomic_then_pause.enqueue({"until": str(marker)})
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     kill_when(first, lambda: "after-atomic" in labels(job.pk))
     marker.touch()
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_until(lambda: state(job.pk) == "succeeded", message=second.output())
     assert labels(job.pk).count("atomic-write") == 1  # written once, not re-run on replay
     assert labels(job.pk).count("after-atomic") == 2  # code outside steps runs again
@@ -66,10 +66,10 @@ def test_atomic_step_survives_a_crash_after_its_commit(spawn, tmp_path):
 def test_recover_stop_becomes_unknown_and_resolve_moves_it_on(spawn, worker_env, tmp_path):
     marker = tmp_path / "go"
     job = charge.enqueue({"until": str(marker), "recover": "stop"})
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     kill_when(first, lambda: labels(job.pk))
     marker.touch()
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_until(lambda: state(job.pk) == "unknown", message=second.output())
     row = Job.objects.get(pk=job.pk)
     assert "resolve" in row.error and JobStep.objects.get(job=row).state == "unknown"
@@ -103,10 +103,10 @@ def test_recover_stop_becomes_unknown_and_resolve_moves_it_on(spawn, worker_env,
 def test_recover_retry_reruns_with_interrupted_and_the_same_key(spawn, tmp_path):
     marker = tmp_path / "go"
     job = charge.enqueue({"until": str(marker), "recover": "retry"})
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     kill_when(first, lambda: labels(job.pk))
     marker.touch()
-    spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_until(lambda: state(job.pk) == "succeeded")
     key = f"steps.charge:{job.pk}:charge"
     assert labels(job.pk) == [
@@ -119,10 +119,10 @@ def test_a_crash_mid_plain_step_leaves_no_row_and_the_retry_runs_it_again(spawn,
     # A plain step (no StepInfo, recover="retry") is written once, at its end.
     hold, entered = tmp_path / "release", tmp_path / "entered"
     job = three_steps.enqueue({"n": "crash", "hold": str(hold), "entered": str(entered)})
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     kill_when(first, entered.exists)
     assert not JobStep.objects.filter(job_id=job.pk).exists()
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_until(lambda: state(job.pk) == "succeeded", message=second.output())
     done = Job.objects.get(pk=job.pk)
     assert done.attempts == 2
@@ -169,7 +169,7 @@ def test_a_kill_mid_drain_reruns_no_step_whose_grouped_write_was_stored(spawn):
     # (engine/step_writer.py). A kill -9 mid-drain, then a second worker finishes.
     jobs = counted_steps.enqueue_many([{"n": n} for n in range(300)])
     ids = [job.pk for job in jobs]
-    first = spawn("runjobs", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
     kill_when(first, lambda: Execution.objects.filter(job_id__in=ids).count() >= 300)
     stored = set(
         JobStep.objects.filter(job_id__in=ids, state="completed").values_list("job_id", "name")
@@ -182,7 +182,7 @@ def test_a_kill_mid_drain_reruns_no_step_whose_grouped_write_was_stored(spawn):
                 [ids],
             )
             assert cursor.fetchone()[0] < len(stored)
-    second = spawn("runjobs", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
     wait_until(
         lambda: Job.objects.filter(pk__in=ids, state="succeeded").count() == len(ids),
         timeout=120,

@@ -73,7 +73,7 @@ def test_a_prefetched_jobs_events_carry_the_moment_its_attempt_began_not_its_cla
 ):
     marker = tmp_path / "release"
     held = slow.enqueue({"until": str(marker), "seconds": 60})
-    worker = spawn("runjobs", "--concurrency", "1")
+    worker = spawn("runjobs", "--processes", "0", "--concurrency", "1")
     worker.wait_for_output("ready")
     wait_until(lambda: "job.started" in event_types(held.pk), timeout=30)
 

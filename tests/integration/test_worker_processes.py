@@ -222,7 +222,7 @@ def _started(job: Job, count: int = 1) -> bool:
 def test_a_killed_workers_job_is_rerun_after_its_lease(spawn, tmp_path: Path):
     marker = tmp_path / "go"
     job = slow.enqueue({"until": str(marker), "seconds": 30})
-    first = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_for(lambda: _started(job), "the slow job did not start", first)
 
     first.popen.send_signal(signal.SIGKILL)
@@ -232,7 +232,7 @@ def test_a_killed_workers_job_is_rerun_after_its_lease(spawn, tmp_path: Path):
     assert (job.state, job.attempts) == ("running", 1)
     lease_end = job.leased_until  # the dead worker's last heartbeat, never extended again
 
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_for(lambda: job_state(job) == "succeeded", "the job was not re-run", second)
 
     assert job.attempts == 2
@@ -272,7 +272,7 @@ def test_a_second_signal_exits_at_once_and_the_lease_returns_the_job(spawn, tmp_
     marker = tmp_path / "go"
     job = slow.enqueue({"until": str(marker), "seconds": 30}, priority=0)
     behind = record.enqueue({"n": "behind"}, priority=5)
-    worker = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    worker = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_for(lambda: _started(job), "the slow job did not start", worker)
     assert job_state(behind) == "running", "the worker holds no prefetched job to hand back"
 
@@ -288,7 +288,7 @@ def test_a_second_signal_exits_at_once_and_the_lease_returns_the_job(spawn, tmp_
     lease_end = job.leased_until
 
     marker.touch()
-    second = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_for(
         lambda: job_state(job) == "succeeded" and job_state(behind) == "succeeded",
         "the abandoned job was not re-run",

@@ -77,7 +77,7 @@ def test_kill_inside_the_spawn_transaction_leaves_no_orphan_and_no_duplicate(spa
         {"children": children, "spawned": str(spawned), "until": str(until), "kills": KILLS}
     )
     for attempt in range(1, KILLS + 1):
-        worker = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+        worker = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
         marker = tmp_path / f"spawned-{attempt}"
         wait_until(marker.exists, message=worker.output())
         inserted = [int(i) for i in marker.read_text().split(",")]
@@ -87,7 +87,7 @@ def test_kill_inside_the_spawn_transaction_leaves_no_orphan_and_no_duplicate(spa
         # ...which the kill rolled back: no child was left behind.
         assert not Job.objects.filter(pk__in=inserted).exists()
         assert not Job.objects.filter(parent_id=parent.pk).exists()
-    last = spawn("runjobs", "--concurrency", "1", env=SHORT_LEASE)
+    last = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=SHORT_LEASE)
     wait_until(lambda: Job.objects.get(pk=parent.pk).state == "succeeded", message=last.output())
     row = Job.objects.get(pk=parent.pk)
     assert row.result == [0, 1, 4] and row.attempts == KILLS + 1
