@@ -72,7 +72,9 @@ def test_a_runner_that_ignores_its_timeout_is_abandoned_and_the_rest_run(spawn, 
 
 def test_a_runner_that_exhausts_memory_fails_and_the_worker_goes_on(spawn):
     # MALLOC_ARENA_MAX: the replacement of a thread must not reserve a new 64 MB arena.
-    worker = spawn("runjobs", "--processes", "0", "--concurrency", "1", env={"MALLOC_ARENA_MAX": "2"})
+    worker = spawn(
+        "runjobs", "--processes", "0", "--concurrency", "1", env={"MALLOC_ARENA_MAX": "2"}
+    )
     worker.wait_for_output("ready")
     size = _virtual_size(worker.popen.pid)
     resource.prlimit(worker.popen.pid, resource.RLIMIT_AS, (size + HEADROOM, size + HEADROOM))

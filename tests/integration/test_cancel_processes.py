@@ -82,8 +82,10 @@ def test_a_job_claimed_ahead_of_a_long_one_is_handed_back_and_its_cancel_ends_it
     worker = spawn("runjobs", "--concurrency", "1", env=LEASE)
     wait_until(lambda: started(first), message=f"the job never started:\n{worker.output()}")
     wait_until(
-        lambda: "handed back 1 job(s) claimed ahead" in worker.output()
-        or (state_of(second) == "queued" and Job.objects.get(pk=second.pk).attempts == 0),
+        lambda: (
+            "handed back 1 job(s) claimed ahead" in worker.output()
+            or (state_of(second) == "queued" and Job.objects.get(pk=second.pk).attempts == 0)
+        ),
         timeout=10,
         message=f"the second job stayed held behind the first:\n{worker.output()}",
     )

@@ -182,7 +182,9 @@ def test_a_kill_mid_drain_reruns_no_step_whose_grouped_write_was_stored(spawn):
                 [ids],
             )
             assert cursor.fetchone()[0] < len(stored)
-    second = spawn("runjobs", "--processes", "0", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)
+    second = spawn(
+        "runjobs", "--processes", "0", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE
+    )
     wait_until(
         lambda: Job.objects.filter(pk__in=ids, state="succeeded").count() == len(ids),
         timeout=120,
