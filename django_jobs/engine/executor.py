@@ -221,7 +221,8 @@ class Executor:
                 JobState.BLOCKED,
                 f"Kind {job.kind!r} is not registered in the worker that claimed it (pid "
                 f"{os.getpid()}). A worker runs the code it started with: if the kind was added "
-                "since, restart the workers, then retry the job. "
+                "since, restart the workers (or send runjobs SIGHUP; in development, "
+                "runjobs --reload restarts them on code changes), then retry the job. "
                 "Otherwise deploy code that defines it, or cancel the job.",
             )
         if (job.version or "") != (handle.version or ""):

@@ -342,6 +342,7 @@ class BlockedOnDriftTests(TestCase):
         # A kind added after the worker started: the error says to restart the workers.
         assert "runs the code it started with" in rows[gone.pk].error
         assert "restart the workers" in rows[gone.pk].error
+        assert "SIGHUP" in rows[gone.pk].error and "runjobs --reload" in rows[gone.pk].error
         assert rows[drift.pk].state == "blocked" and "version" in rows[drift.pk].error
         assert (
             rows[invalid.pk].state == "blocked" and "no longer validates" in rows[invalid.pk].error
