@@ -84,3 +84,21 @@ def counted_steps(ctx: object) -> None:
     where = os.environ[STEP_RUNS]
     for name in COUNTED_STEPS:
         ctx.step.run(name, _mark(where, ctx.job.pk, name))  # type: ignore[attr-defined]
+
+
+@job("bench.burn", idempotency_key="payload")
+def burn(ctx: object) -> int:
+    """About 20 ms of pure Python (``bench.processes``): CPU-bound, the GIL held throughout."""
+    total = 0
+    for i in range(ctx.payload["loops"]):  # type: ignore[attr-defined]
+        total += i * i % 7
+    return total
+
+
+@job("bench.hold", idempotency_key="payload")
+def hold(ctx: object) -> None:
+    """Writes its pid to the payload's ``pidfile``, then runs until its process is killed, or
+    60 s pass (``bench.processes``: kill-to-requeue)."""
+    with open(ctx.payload["pidfile"], "w") as out:  # type: ignore[attr-defined]
+        out.write(str(os.getpid()))
+    time.sleep(60)

@@ -81,7 +81,7 @@ DBOS_DIVISOR = 10
 #: ``bench.memory`` alone enqueues and drains ten times ``--jobs``). ``phases`` and ``fanout``
 #: follow ``--live-events`` here; ``--against`` runs them with the live events off, as their own
 #: commands do.
-MODULE_FIGURES = ("phases", "fanout", "memory", "stepskill")
+MODULE_FIGURES = ("phases", "fanout", "memory", "stepskill", "processes")
 
 
 @dataclass
@@ -621,6 +621,11 @@ def module_figures(args: argparse.Namespace, only: set[str], results: Results) -
         results.add("memory: enqueue_many growth (x)", rss["producer_last"] / rss["producer_first"])
         results.add("memory: worker (MiB)", rss["worker_last"])
         results.add("memory: worker growth (x)", rss["worker_last"] / rss["worker_first"])
+    if "processes" in only:
+        from bench import processes
+
+        # Drains with runjobs --processes 0, 1, 2, auto and the kill -9 of a child.
+        results.update(processes.measure(max(args.jobs // 10, 100), args.jobs, "processes"))
     if "stepskill" in only:
         from bench import steps_kill
 

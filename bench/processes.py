@@ -1,0 +1,178 @@
+"""Worker processes: drains with ``runjobs --processes 0, 1, 2, auto``, and kill-to-requeue.
+
+Usage, from the repository root, with a local PostgreSQL::
+
+    python -m bench.processes                  # 4,000 CPU-bound and 20,000 no-op jobs
+    python -m bench.processes --cpu-jobs 1000 --noop-jobs 5000 --runs 3
+
+For each mode a ``manage.py runjobs --concurrency 1 --processes P`` starts and waits, idle,
+until it is ready (its children too); then the jobs are enqueued, all due a moment later, and
+the rate is ``jobs / (last ended_at - the due moment)``. The CPU-bound kind runs about 20 ms
+of pure Python a job (``bench.burn``, calibrated here); the no-op kind nothing. ``--processes
+0`` is the worker without a supervisor (jobs in its own threads), the baseline of the default
+(``--processes 1``: one child). Kill-to-requeue: a ``--processes 2`` worker runs one
+``bench.hold`` job; its child is killed with SIGKILL and the time until the job's row says
+``WORKER_LOST`` is read by polling the row every 2 ms. Every job must succeed exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
+
+
+def calibrate(target_s: float = 0.02) -> int:
+    """Loops of ``bench.burn`` that take about ``target_s`` here."""
+    from bench.jobs import burn
+
+    class Ctx:
+        payload = {"loops": 200_000}
+
+    began = time.perf_counter()
+    burn.func(Ctx())
+    took = time.perf_counter() - began
+    return max(int(200_000 * target_s / took), 1000)
+
+
+def drain(processes: str, kind: str, jobs: int, loops: int, tag: str) -> float:
+    from datetime import UTC, datetime
+
+    from bench.jobs import burn, noop
+
+    reset()
+    os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
+    worker = Worker("--concurrency", "1", "--processes", processes)
+    try:
+        worker.wait_ready()
+        _wait_for_children(worker, processes)
+        due = time.time() + 2.0
+        run_at = datetime.fromtimestamp(due, tz=UTC)
+        handle = burn if kind == "cpu" else noop
+        payloads = [{"n": i, "run": tag, "loops": loops} for i in range(jobs)]
+        for start in range(0, jobs, 1_000):
+            handle.enqueue_many(payloads[start : start + 1_000], run_at=run_at)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE django_jobs_job")
+        while sql(
+            "SELECT EXISTS (SELECT 1 FROM django_jobs_job WHERE state IN ('queued', 'running'))"
+        )[0][0]:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    counts = dict(sql("SELECT state, COUNT(*) FROM django_jobs_job GROUP BY state"))
+    (repeated,) = sql("SELECT COUNT(*) FROM django_jobs_job WHERE attempts <> 1")[0]
+    if counts != {"succeeded": jobs} or repeated:
+        raise SystemExit(f"--processes {processes}: states {counts}, {repeated} not run once")
+    (last_end,) = sql("SELECT MAX(ended_at) FROM django_jobs_job")[0]
+    return jobs / (last_end.timestamp() - due)
+
+
+def _wait_for_children(worker: Worker, processes: str) -> None:
+    """Until each worker process printed its ready line (a supervisor's come after its own)."""
+    count = os.cpu_count() or 1 if processes == "auto" else max(int(processes), 1)
+    deadline = time.monotonic() + 60
+    while sum(line.startswith("runjobs: worker ") for line in list(worker.output)) < count:
+        if time.monotonic() > deadline or worker.popen.poll() is not None:
+            raise SystemExit("".join(worker.output))
+        time.sleep(0.05)
+
+
+def kill_to_requeue(tag: str) -> float:
+    """Seconds from a child's SIGKILL to its job's row saying WORKER_LOST."""
+    import tempfile
+
+    from bench.jobs import hold
+
+    reset()
+    os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
+    worker = Worker("--concurrency", "1", "--processes", "2")
+    pidfile = Path(tempfile.mkdtemp()) / "pid"
+    try:
+        worker.wait_ready()
+        _wait_for_children(worker, "2")
+        job = hold.enqueue({"run": tag, "pidfile": str(pidfile)})
+        began = time.monotonic()
+        while not pidfile.exists() or not pidfile.read_text():
+            if time.monotonic() - began > 60:
+                raise SystemExit("the held job never started")
+            time.sleep(0.01)
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        killed = time.monotonic()
+        while not (
+            sql("SELECT error FROM django_jobs_job WHERE id = %s", [job.pk])[0][0] or ""
+        ).startswith("WORKER_LOST"):
+            if time.monotonic() - killed > 30:
+                raise SystemExit("the killed child's job was not ended within 30 s")
+            time.sleep(0.002)
+        return time.monotonic() - killed
+    finally:
+        worker.stop()
+
+
+def measure(cpu_jobs: int, noop_jobs: int, tag: str, loops: int | None = None) -> dict[str, float]:
+    """One repetition of every figure, by name (``python -m bench --only processes`` too)."""
+    loops = loops or calibrate()
+    figures: dict[str, float] = {}
+    for processes in ("0", "1", "2", "auto"):
+        figures[f"processes: cpu-bound drain --processes {processes}"] = drain(
+            processes, "cpu", cpu_jobs, loops, f"{tag}-cpu-{processes}"
+        )
+    for processes in ("0", "1", "2"):
+        figures[f"processes: no-op drain --processes {processes}"] = drain(
+            processes, "noop", noop_jobs, 0, f"{tag}-noop-{processes}"
+        )
+    figures["processes: kill -9 of a child to WORKER_LOST (ms)"] = (
+        kill_to_requeue(f"{tag}-kill") * 1000
+    )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-jobs", type=int, default=4000)
+    parser.add_argument("--noop-jobs", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    args = parser.parse_args(argv)
+    prepare_database(args.database_url)
+    loops = calibrate()
+    rows: dict[str, list[float]] = {}
+    stamp = time.strftime("%H%M%S")
+    for run in range(args.runs):
+        for name, value in measure(args.cpu_jobs, args.noop_jobs, f"{stamp}-{run}", loops).items():
+            rows.setdefault(name, []).append(value)
+    cpus = os.cpu_count() or 1
+    print(f"\n{cpus} CPUs; a CPU-bound job is {loops:,} loops (about 20 ms); {args.runs} run(s)")
+    for name, values in rows.items():
+        runs = [round(v, 1) for v in values]
+        print(f"{name:55} median {statistics.median(values):10.1f}  runs {runs}")
+    med = {name: statistics.median(values) for name, values in rows.items()}
+    cpu = "processes: cpu-bound drain --processes "
+    noop = "processes: no-op drain --processes "
+    print()
+    print(
+        f"2 processes / 1 (CPU-bound): {med[cpu + '2'] / med[cpu + '1']:.2f}x"
+        "  (goal on 2 cores: >= 1.7x)"
+    )
+    print(
+        f"default (1 child) / no processes (no-op drain): {med[noop + '1'] / med[noop + '0']:.2f}"
+        "  (goal: >= 0.95)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
