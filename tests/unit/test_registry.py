@@ -141,3 +141,37 @@ def test_a_missing_idempotency_key_names_the_file_and_line_of_the_job(
     monkeypatch.chdir(tmp_path / "elsewhere")  # a path outside the working directory stays whole
     with pytest.raises(IdempotencyRequired, match=rf"^{path}:4: "):
         spec.loader.exec_module(module)
+
+
+def test_time_limit_is_the_hard_limit_and_defaults_to_timeout_plus_the_kill_grace(settings):
+    from datetime import timedelta
+
+    def runner(ctx):
+        return None
+
+    hard = job("unit.hard", idempotency_key="payload", timeout="30s", time_limit="45s")(runner)
+    soft = job("unit.soft_only", idempotency_key="payload", timeout="30s")(runner)
+    neither = job("unit.no_limits", idempotency_key="payload")(runner)
+    try:
+        assert hard.hard_limit == timedelta(seconds=45)
+        assert hard.describe()["time_limit"] == 45.0
+        assert soft.hard_limit == timedelta(seconds=40)  # 30 s plus the default 10 s grace
+        assert neither.hard_limit is None and neither.describe()["time_limit"] is None
+        settings.JOBS = {**settings.JOBS, "KILL_GRACE": "2m"}
+        assert soft.describe()["time_limit"] == 150.0
+    finally:
+        for kind in ("unit.hard", "unit.soft_only", "unit.no_limits"):
+            unregister(kind)
+
+
+@pytest.mark.parametrize("time_limit", ["10s", "0s"])
+def test_a_hard_limit_before_the_soft_one_or_at_zero_is_refused_with_the_users_line(time_limit):
+    with pytest.raises(ValueError, match="time_limit") as info:
+
+        @job("unit.bad_limit", idempotency_key="payload", timeout="30s", time_limit=time_limit)
+        def runner(ctx):
+            return None
+
+    assert "test_registry.py" in str(info.value)
+    assert "not below timeout=" in str(info.value)
+    assert "unit.bad_limit" not in {h.kind for h in all_handles()}
