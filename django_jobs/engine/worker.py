@@ -71,14 +71,15 @@ _OUTCOME: dict[str, str] = {JobState.QUEUED: "retrying"}
 
 
 def log_job_started(job: Job, worker_id: str) -> None:
-    """One INFO line on ``django_jobs.worker`` as an attempt starts: ``job.started job=ID
-    kind=K attempt=N``, with the same fields as the record's extras (for a JSON formatter).
+    """One DEBUG line on ``django_jobs.worker`` as an attempt starts (``runjobs -v 2``):
+    ``job.started job=ID kind=K attempt=N``, with the same fields as the record's extras (for
+    a JSON formatter).
 
-    On the hot path: callers test ``logger.isEnabledFor(logging.INFO)`` first, and call this
-    only then, so a worker that does not log at INFO builds nothing per job.
+    On the hot path: callers test ``logger.isEnabledFor(logging.DEBUG)`` first, and call this
+    only then, so a worker that does not log at DEBUG builds nothing per job.
     """
     kind = printable(job.kind)
-    logger.info(
+    logger.debug(
         "job.started job=%s kind=%s attempt=%s",
         job.pk,
         kind,
@@ -684,7 +685,7 @@ class Worker:
         live.step_writer = self.step_writer
         started = begin_attempt(job)
         logged = logger.isEnabledFor(logging.INFO)  # per job: nothing built when it is off
-        if logged:
+        if logged and logger.isEnabledFor(logging.DEBUG):
             log_job_started(job, self.worker_id)
         limit = self._hard_limit(job.kind) if self.parent is not None else None
         if limit is not None:

@@ -1,4 +1,5 @@
-"""``runjobs -v 2``: one log line as each job starts and one as it ends, as text or JSON.
+"""The worker's per-job lines: one as each job ends at the default verbosity, one as it starts
+too with ``-v 2``, none with ``-v 0``; as text or JSON.
 
 Real ``runjobs --burst`` processes on the test database (SQLite or PostgreSQL, whichever the
 run uses); the lines are read from their stderr.
@@ -69,7 +70,30 @@ def test_runjobs_v2_writes_a_line_as_each_job_starts_and_ends(worker_env):
         if found := TEXT_LINE.search(text):
             lines.append({**found.groupdict(), "event": f"job.{found['event']}"})
     check_lines(lines, jobs)
-    assert "job.started" not in runjobs(worker_env)  # -v 1: none (and nothing was due)
+
+
+def text_lines(stderr: str) -> list[dict[str, Any]]:
+    return [
+        {**found.groupdict(), "event": f"job.{found['event']}"}
+        for text in stderr.splitlines()
+        if (found := TEXT_LINE.search(text))
+    ]
+
+
+def test_runjobs_writes_one_line_per_outcome_by_default_and_none_with_v0(worker_env):
+    jobs = three_jobs()
+    lines = text_lines(runjobs(worker_env))
+    assert [line["event"] for line in lines] == ["job.ended"] * 3, lines
+    for outcome, job in jobs.items():
+        (mine,) = [line for line in lines if int(line["job"]) == job.pk]
+        assert (mine["kind"], mine["attempt"], mine["outcome"]) == (job.kind, "1", outcome)
+        assert 0 <= float(mine["duration_s"]) < 60
+    Job.objects.filter(pk=jobs["retrying"].pk).update(
+        run_at=Job.objects.get(pk=jobs["retrying"].pk).created_at
+    )
+    quiet = runjobs(worker_env, "-v", "0")
+    assert Job.objects.get(pk=jobs["retrying"].pk).attempts == 2  # it ran, and said nothing
+    assert text_lines(quiet) == [], quiet
 
 
 def test_log_format_json_writes_every_line_as_json(worker_env):
@@ -81,5 +105,12 @@ def test_log_format_json_writes_every_line_as_json(worker_env):
     assert {r["logger"] for r in job_lines} == {"django_jobs.worker"}
     assert all(isinstance(r["job"], int) and isinstance(r["attempt"], int) for r in job_lines)
     check_lines(job_lines, jobs)
+    # At the default verbosity: the outcome lines only.
+    for job in jobs.values():
+        Job.objects.filter(pk=job.pk).update(state="queued", run_at=job.created_at)
+    default = [
+        json.loads(text) for text in runjobs(worker_env, "--log-format", "json").splitlines()
+    ]
+    assert {r["event"] for r in default if "event" in r} == {"job.ended"}
     # The failure's traceback stays inside its one JSON line.
     assert any(r["message"].startswith(f"Job {jobs['failed'].pk} (test.fail)") for r in records)

@@ -4,11 +4,15 @@ threads) and ``django_jobs.engine.supervisor`` (``--processes N``: a parent over
 ``--processes`` (default 1): the parent starts each child as ``runjobs --processes 0`` with the
 same options and a pipe to report on (``--child-report-fd``, not for use by hand).
 
-Logging: ``-v 2`` lowers the ``django_jobs`` loggers to INFO, so the worker writes one line
-as each job starts and one as it ends (``django_jobs.worker``). When the project's ``LOGGING``
-gives ``django_jobs`` no handler, runjobs writes the lines to stderr itself; ``--log-format
-json`` makes them one JSON object each (``observability.logs.JsonFormatter``), in place of the
-project's handlers for ``django_jobs`` when it has some.
+Logging: at the default verbosity the worker writes one line per job's outcome (``job.ended``
+on ``django_jobs.worker``, at INFO: kind, id, outcome, duration, attempt) and what it does
+(start, signals, paused queues); ``-v 2`` adds a line as each job starts (DEBUG) and the
+other ``django_jobs`` loggers' INFO lines; ``-v 0`` writes none of them. The verbosity sets
+the ``django_jobs.worker`` logger's level in this process over the project's ``LOGGING``, as a
+command-line flag does. When the project's ``LOGGING`` gives ``django_jobs`` no handler,
+runjobs writes the lines to stderr itself; ``--log-format json`` makes them one JSON object
+each (``observability.logs.JsonFormatter``), in place of the project's handlers for
+``django_jobs`` when it has some.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class Command(ExactOptions, BaseCommand):
             choices=["text", "json"],
             default="text",
             help="How runjobs writes its log lines on stderr: text, or one JSON object per "
-            "line (-v 2 adds a line per job start and end).",
+            "line (a line per job's outcome; -v 2 adds one as each starts; -v 0: none).",
         )
         parser.add_argument(
             "--name",
@@ -261,11 +265,15 @@ def child_command(options: dict[str, Any], *, name: str, concurrency: int) -> li
 
 def configure_logging(verbosity: int, log_format: str) -> None:
     """Where and how the ``django_jobs`` log lines go in this process (see the docstring)."""
-    if verbosity < 1:
-        return
     jobs_logger = logging.getLogger("django_jobs")
+    worker_logger = logging.getLogger("django_jobs.worker")
+    if verbosity < 1:
+        worker_logger.setLevel(logging.WARNING)  # -v 0: no line per job
+        return
+    # -v 1: a line per outcome (INFO); -v 2: and one per start (DEBUG).
+    worker_logger.setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO)
     if verbosity >= 2 and jobs_logger.getEffectiveLevel() > logging.INFO:
-        jobs_logger.setLevel(logging.INFO)  # the per-job lines, asked for by -v 2
+        jobs_logger.setLevel(logging.INFO)  # the other loggers' lines, asked for by -v 2
     if log_format == "json":
         handler = logging.StreamHandler()
         handler.setFormatter(JsonFormatter())
@@ -276,6 +284,4 @@ def configure_logging(verbosity: int, log_format: str) -> None:
         if jobs_logger.level == logging.NOTSET:
             jobs_logger.setLevel(logging.WARNING)
     elif not jobs_logger.handlers:
-        logging.basicConfig(
-            level=logging.INFO if verbosity >= 2 else logging.WARNING, format=TEXT_FORMAT
-        )
+        logging.basicConfig(level=logging.WARNING, format=TEXT_FORMAT)
