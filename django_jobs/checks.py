@@ -86,7 +86,7 @@ def check_jobs_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 id="django_jobs.E003",
             )
         )
-    for key in ("LEASE", "SCHEDULE_GRACE", "POLL_INTERVAL", "RETENTION"):
+    for key in ("LEASE", "SCHEDULE_GRACE", "POLL_INTERVAL", "RETENTION", "KILL_GRACE"):
         if value.get(key) is None:
             continue
         try:

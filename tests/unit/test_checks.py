@@ -33,6 +33,7 @@ def test_default_settings_pass():
         ({"OUTBOX": "sometimes"}, "django_jobs.E003"),
         ({"LEASE": "forever"}, "django_jobs.E004"),
         ({"RETENTION": "a while"}, "django_jobs.E004"),
+        ({"KILL_GRACE": "a moment"}, "django_jobs.E004"),
         ({"IS_OPERATOR": "no.such.module.func"}, "django_jobs.E005"),
         ({"ENGINES": {"default": {"concurrency": 0}}}, "django_jobs.E006"),
         ({"CAPS": {"global": -1}}, "django_jobs.E007"),
