@@ -29,6 +29,34 @@ class BenchConfig(AppConfig):
         # job.started, job.succeeded) is stored in this process.
         if os.environ.get("BENCH_LIVE_EVENTS", "1") == "0":
             engine_alone()
+        # BENCH_TRACING (``bench.tracing``): off, api (the API, no SDK) or sdk.
+        tracing_mode(os.environ.get("BENCH_TRACING", "api"))
+
+
+def tracing_mode(mode: str) -> None:
+    """``off``: as if ``opentelemetry-api`` were not installed; ``api``: installed, no SDK
+    configured (the default here); ``sdk``: the SDK's TracerProvider, its batch processor
+    exporting to an exporter that drops every span."""
+    if mode == "off":
+        from django_jobs.engine import tracing
+
+        tracing._api = None  # what the module holds when the import failed
+    elif mode == "sdk":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        class Dropped(SpanExporter):
+            def export(self, spans):  # type: ignore[no-untyped-def]
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(Dropped()))
+        trace.set_tracer_provider(provider)
 
 
 def engine_alone() -> None:

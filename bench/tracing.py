@@ -1,0 +1,132 @@
+"""What tracing costs: enqueue and drain with tracing off, with the API and no SDK, and with
+the SDK exporting to nowhere, side by side in one run.
+
+Usage, from the repository root, with a local PostgreSQL::
+
+    python -m bench.tracing                    # 5,000 jobs, 3 repetitions of each mode
+    python -m bench.tracing --jobs 2000 --runs 5
+
+Each repetition runs each mode in a fresh process (``BENCH_TRACING``, read by ``bench.apps``):
+``off`` (as if ``opentelemetry-api`` were not installed), ``api`` (installed, no SDK: the
+default of a project with the ``otel`` extra), ``sdk`` (a ``TracerProvider`` with a
+``BatchSpanProcessor`` over an exporter that drops the spans). The enqueue is ``--jobs``
+single ``enqueue`` calls in autocommit; the drain is a ``manage.py runjobs --concurrency 4``
+(the worker's default processes, live events on) over those jobs, all due a moment after it
+is ready: ``jobs / (last ended_at - due)``. The report gives the medians and each mode's
+ratio to ``off``, with the goals (api within 2 %, sdk within 15 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
+
+MODES = ("off", "api", "sdk")
+GOALS = {"api": 0.98, "sdk": 0.85}
+
+
+def side(jobs: int, tag: str) -> dict[str, float]:
+    """One mode's figures, in this process (its BENCH_TRACING is the mode)."""
+    from datetime import UTC, datetime
+
+    from bench.jobs import noop
+
+    reset()
+    began = time.perf_counter()
+    for n in range(jobs):
+        noop.enqueue({"n": n, "run": tag})
+    enqueue_rate = jobs / (time.perf_counter() - began)
+    due_at(datetime.fromtimestamp(time.time() + 3600, UTC))  # not before the worker is up
+    os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
+    worker = Worker("--concurrency", "4")
+    try:
+        worker.wait_ready()
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("runjobs: worker ") for line in list(worker.output)):
+            if time.monotonic() > deadline:
+                raise SystemExit("".join(worker.output))
+            time.sleep(0.05)
+        due = time.time() + 1.0
+        due_at(datetime.fromtimestamp(due, UTC))
+        while sql(
+            "SELECT EXISTS (SELECT 1 FROM django_jobs_job WHERE state IN ('queued', 'running'))"
+        )[0][0]:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    counts = dict(sql("SELECT state, COUNT(*) FROM django_jobs_job GROUP BY state"))
+    if counts != {"succeeded": jobs}:
+        raise SystemExit(f"tracing {os.environ.get('BENCH_TRACING')}: states {counts}")
+    (last_end,) = sql("SELECT MAX(ended_at) FROM django_jobs_job")[0]
+    return {"enqueue": enqueue_rate, "drain": jobs / (last_end.timestamp() - due)}
+
+
+def due_at(moment: object) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE django_jobs_job SET run_at = %s", [moment])
+
+
+def measure(jobs: int, tag: str, database_url: str) -> dict[str, dict[str, float]]:
+    """One repetition of every mode, each in a process of its own."""
+    figures = {}
+    for mode in MODES:
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "bench.tracing", "--side", "--jobs", str(jobs)),
+                *("--tag", f"{tag}-{mode}", "--database-url", database_url),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "BENCH_TRACING": mode},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        figures[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="tracing", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    prepare_database(args.database_url)
+    if args.side:
+        print(json.dumps(side(args.jobs, args.tag)))
+        return 0
+    rows: dict[tuple[str, str], list[float]] = {}
+    for run in range(args.runs):
+        for mode, figures in measure(
+            args.jobs, f"{time.time():.0f}-{run}", args.database_url
+        ).items():
+            for name, value in figures.items():
+                rows.setdefault((name, mode), []).append(value)
+    print(f"\n{args.jobs:,} jobs, {args.runs} run(s), {os.cpu_count()} CPUs; jobs/s (median)")
+    for name in ("enqueue", "drain"):
+        off = statistics.median(rows[(name, "off")])
+        for mode in MODES:
+            value = statistics.median(rows[(name, mode)])
+            goal = f"  (goal >= {GOALS[mode]:.2f})" if mode in GOALS else ""
+            print(f"{name:8} {mode:4} {value:10.1f}  x{value / off:.3f} of off{goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
