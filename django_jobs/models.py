@@ -55,6 +55,8 @@ class Job(models.Model):
     run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: The start of its first attempt (``started_at`` is the last start: a retry's, a resume's).
+    first_started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     timestamps_derived = models.BooleanField(default=False)
     # The job whose ``ctx.step.spawn`` started this one (None: a top-level job). SET_NULL: a

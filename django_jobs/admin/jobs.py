@@ -94,7 +94,7 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
             {
                 "fields": (
                     ("created", "run_at_display"),
-                    ("started", "ended"),
+                    ("first_started", "started", "ended"),
                     "timestamps_derived_display",
                 )
             },
@@ -190,8 +190,12 @@ class JobAdmin(FleetAdminMixin, admin.ModelAdmin):
     def run_at_display(self, job: Job) -> SafeString | str:
         return timestamp(job.run_at, job.timestamps_derived)
 
-    # A job that waited (a sleep, an event, a gather) is started again when it resumes: the row
-    # keeps that last start. Its first start is in the steps trace (the first step's start).
+    # A job that waited (a sleep, an event, a gather) or was retried is started again: the row
+    # keeps that last start, and its first start apart.
+    @admin.display(description="first started", ordering="first_started_at")
+    def first_started(self, job: Job) -> SafeString | str:
+        return timestamp(job.first_started_at or job.started_at, job.timestamps_derived)
+
     @admin.display(description="last started", ordering="started_at")
     def started(self, job: Job) -> SafeString | str:
         return timestamp(job.started_at, job.timestamps_derived)

@@ -767,6 +767,7 @@ class Store:
         traced = o.trace_context is not None
         rows = self.fetchall(
             f"UPDATE {TABLE} SET state = %s, result = %s, error = %s, started_at = %s, "
+            "first_started_at = COALESCE(first_started_at, %s), "
             f"ended_at = %s, run_at = {run_at_sql}, wait_reason = %s, "
             "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
             "worker_id = %s, leased_until = NULL, "
@@ -777,6 +778,7 @@ class Store:
                 o.state,
                 self.js(o.result),
                 o.error,
+                self.dt(o.started_at),
                 self.dt(o.started_at),
                 self.dt(o.ended_at if ended else None),
                 *run_at_params,

@@ -660,6 +660,7 @@ class PostgresStore(Store):
             cursor.execute(
                 f"UPDATE {TABLE} AS j SET state = 'succeeded', result = u.result::jsonb, "
                 "error = NULL, started_at = u.started_at, ended_at = u.ended_at, "
+                "first_started_at = COALESCE(j.first_started_at, u.started_at), "
                 "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
                 "log = COALESCE(u.log::jsonb, j.log), leased_until = NULL, "
                 "cancel_requested = false "
