@@ -8,9 +8,11 @@ workers claim side by side, and the server is what goes away.
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import signal
+import statistics
 import time
 from pathlib import Path
 
@@ -57,7 +59,8 @@ def test_kill_9_of_random_workers_loses_and_repeats_nothing(spawn, jobs: int, de
             f"not drained after {deadline}s and {kills} kills: {states(ids)}"
         )
         victim = rng.randrange(len(workers))
-        workers[victim].popen.send_signal(signal.SIGKILL)
+        # The whole worker at once, its supervisor and its processes: a machine that dies.
+        os.killpg(workers[victim].popen.pid, signal.SIGKILL)
         workers[victim].popen.wait(timeout=10)
         workers[victim] = worker()
         kills += 1
@@ -67,6 +70,63 @@ def test_kill_9_of_random_workers_loses_and_repeats_nothing(spawn, jobs: int, de
     assert kills >= 2, "the drain ended before the faults began: nothing was shown"
     assert figures["retried_attempts"] > 0, "no kill interrupted a job"
     print(f"\nkill -9 loop: {figures} kills={kills} seconds={elapsed:.1f}")
+
+
+def child_pids(parent: int) -> list[int]:
+    """The worker processes of a ``runjobs`` supervisor (Linux)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("jobs", "deadline"),
+    [pytest.param(500, 150, id="500"), pytest.param(5000, 1200, id="5000", marks=pytest.mark.soak)],
+)
+def test_kill_9_of_random_worker_processes_loses_and_repeats_nothing(
+    spawn, jobs: int, deadline: float
+):
+    # runjobs --processes 2: the supervisors stay; their processes are killed at random. Each
+    # killed process's jobs end WORKER_LOST within 2 s (timed from the kill to the row).
+    require_postgres()
+    rng = random.Random(SEED)
+    ids = enqueue_three_steps(jobs, pause=0.1)
+    workers = [
+        spawn("runjobs", "--processes", "2", "--concurrency", "2", env={"JOBS_LEASE": LEASE})
+        for _ in range(2)
+    ]
+    began = time.monotonic()
+    kills, recoveries = 0, []
+    while not within(lambda: succeeded(ids) == jobs, rng.uniform(0.5, 1.5)):
+        assert time.monotonic() - began < deadline, (
+            f"not drained after {deadline}s and {kills} kills: {states(ids)}"
+        )
+        children = child_pids(rng.choice(workers).popen.pid)
+        if not children:
+            continue  # its processes are starting
+        victim = rng.choice(children)
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        kills += 1
+        lost = Job.objects.filter(
+            pk__in=ids, error__startswith=f"WORKER_LOST: worker process {victim} died (signal 9)"
+        )
+        if within(lost.exists, 3.0):  # not when the process was between jobs
+            recoveries.append(time.monotonic() - killed)
+    elapsed = time.monotonic() - began
+
+    figures = assert_exactly_once(ids)
+    assert kills >= 2, "the drain ended before the faults began: nothing was shown"
+    assert recoveries, "no kill interrupted a job"
+    assert max(recoveries) < 2.0, recoveries
+    for proc in workers:
+        assert proc.popen.poll() is None, f"a supervisor exited:\n{proc.output()}"
+    print(
+        f"\nkill -9 of worker processes: {figures} kills={kills} seconds={elapsed:.1f} "
+        f"recovery p50={statistics.median(recoveries) * 1000:.0f}ms "
+        f"max={max(recoveries) * 1000:.0f}ms (n={len(recoveries)})"
+    )
 
 
 @pytest.mark.parametrize(
