@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.dispatch import receiver
 from rest_framework import serializers
 
@@ -106,6 +107,14 @@ def past_its_hard_limit(ctx):
     _record(ctx, "hard-limit-start")
     time.sleep(float(ctx.payload.get("seconds", 60)))
     _record(ctx, "hard-limit-after-sleep")
+
+
+@job("test.hard_limit_async", idempotency_key="payload", time_limit="2s", retry=Retry(attempts=1))
+async def async_past_its_hard_limit(ctx):
+    """An ``async def`` runner stuck in a blocking call: its event loop never gets it back."""
+    await sync_to_async(_record, thread_sensitive=False)(ctx, "hard-limit-start")
+    time.sleep(float(ctx.payload.get("seconds", 60)))  # blocking, inside the coroutine
+    await sync_to_async(_record, thread_sensitive=False)(ctx, "hard-limit-after-sleep")
 
 
 @job("test.exit", idempotency_key="payload", retry=Retry(attempts=2, delay=0, jitter=False))

@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from django_jobs.models import Job
-from testproject.jobs import past_its_hard_limit, record, slow
+from testproject.jobs import async_past_its_hard_limit, past_its_hard_limit, record, slow
 from testproject.models import Execution
 from tests.integration.test_worker_processes import exit_code, terminate, wait_for
 
@@ -49,8 +49,11 @@ def test_two_children_run_jobs_in_two_pids(spawn, tmp_path):
     assert terminate(worker) == 0
 
 
-def test_a_job_past_its_hard_limit_is_ended_with_job_timeout(spawn):
-    job = past_its_hard_limit.enqueue({"seconds": 60})
+@pytest.mark.parametrize(
+    "handle", [past_its_hard_limit, async_past_its_hard_limit], ids=["def", "async def"]
+)
+def test_a_job_past_its_hard_limit_is_ended_with_job_timeout(spawn, handle):
+    job = handle.enqueue({"seconds": 60})
     worker = spawn("runjobs", "--processes", "1", "--no-scheduler")
     wait_for(lambda: job.pk in started_pids("hard-limit-start"), "job started", worker)
     began = time.monotonic()
