@@ -260,16 +260,26 @@ class Supervisor:
         self.children.append(Child(index, self.generation, process, read_end))
 
     def new_generation(self) -> None:
-        """SIGHUP or ``--reload``: start new children; the old ones finish in-flight work."""
+        """SIGHUP or ``--reload``: start new children. Each old one goes on until the new one
+        of its slot is ready, then finishes its in-flight work and exits (``_retire_old``):
+        no gap while the new code imports, and a new generation that cannot start leaves the
+        old one running."""
         self.generation += 1
         self.done = [False] * self.processes
         self.failures = [0] * self.processes
         self.start_after = [0.0] * self.processes
+        self.manage_children()
+
+    def _retire_old(self, ready: Child) -> None:
+        """The new child of a slot is ready: the older ones of that slot stop."""
         for child in self.children:
-            if not child.retiring:
+            if (
+                child.index == ready.index
+                and child.generation < ready.generation
+                and not child.retiring
+            ):
                 child.retiring = True
                 self._signal(child, signal.SIGTERM)
-        self.manage_children()
 
     def kill_all(self) -> None:
         for child in self.children:
@@ -313,6 +323,7 @@ class Supervisor:
             child.jobs_running, child.jobs_done = int(args[0]), int(args[1])
         elif verb == "READY" and args:
             child.worker_id = args[0]
+            self._retire_old(child)
 
     def reap_children(self) -> None:
         """Handle each child that exited: end its running attempts, and say why it ended."""
@@ -341,11 +352,9 @@ class Supervisor:
         clean = code in (0, RECYCLE_EXIT) and not child.overdue
         if not clean and child.worker_id is not None:
             self.end_lost_attempts(child, how)
-        if child.retiring or self.stopping:
+        if child.retiring or self.stopping or child.generation != self.generation:
             return
         index = child.index
-        if child.generation != self.generation:
-            return
         if code == RECYCLE_EXIT or child.overdue:
             self.failures[index] = 0
             return  # replaced at once by manage_children

@@ -26,6 +26,14 @@ from tests.integration.test_worker_processes import exit_code, terminate, wait_f
 pytestmark = pytest.mark.process
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def refreshed(job: Job) -> Job:
     job.refresh_from_db()
     return job
@@ -117,27 +125,35 @@ def test_max_jobs_per_child_recycles(spawn):
 
 
 def test_sighup_under_load_loses_none_and_runs_none_twice(spawn):
-    total = 2000
-    jobs = [record.enqueue({"n": n}) for n in range(total)]
+    # Two SIGHUPs, each in the middle of a drain of 1,000 jobs; the next 1,000 go in once the
+    # new generation is ready, so each generation runs some.
     worker = spawn("runjobs", "--processes", "2", "--concurrency", "4", "--no-scheduler")
-    generations = 0
-    while Job.objects.filter(state="succeeded").count() < total:
-        done = Job.objects.filter(state="succeeded").count()
-        if generations < 2 and done >= (generations + 1) * total // 4:
-            worker.popen.send_signal(signal.SIGHUP)
-            generations += 1
+    jobs: list[Job] = []
+    for generation in range(1, 3):
+        jobs += [record.enqueue({"n": n, "batch": generation}) for n in range(1000)]
+        if generation == 1:
+            worker.wait_for_output("runjobs: worker ")
+        mark = len(jobs) - 750
+        wait_for(lambda m=mark: succeeded() >= m, "jobs running", worker)
+        worker.popen.send_signal(signal.SIGHUP)
+        ready = 2 * (generation + 1)
         wait_for(
-            lambda d=done: Job.objects.filter(state="succeeded").count() > d,
-            "jobs keep running across SIGHUP",
+            lambda r=ready: worker.output().count("runjobs: worker ") >= r,
+            "the new generation ready",
             worker,
+            timeout=60,
         )
-    assert generations == 2
+    wait_for(lambda: succeeded() == len(jobs), "every job done", worker, timeout=60)
     ran = Counter(Execution.objects.filter(label="record").values_list("job_id", flat=True))
     assert set(ran) == {job.pk for job in jobs}  # none lost
     assert max(ran.values()) == 1  # none run twice
     assert len(set(started_pids("record").values())) >= 3  # a new generation ran jobs too
     assert worker.output().count("SIGHUP: starting new worker processes") == 2
     assert terminate(worker) == 0
+
+
+def succeeded() -> int:
+    return Job.objects.filter(state="succeeded").count()
 
 
 def test_a_child_that_cannot_start_is_restarted_with_backoff_and_the_parent_says_why(
@@ -164,3 +180,23 @@ def test_without_processes_the_worker_says_only_soft_limits_hold(spawn):
     assert exit_code(worker) == 0
     assert "only soft time limits (timeout=) hold here" in worker.output()
     assert "test.hard_limit" in worker.output()
+
+
+def test_a_new_generation_that_cannot_start_leaves_the_old_one_running(spawn, tmp_path):
+    broken = tmp_path / "broken"
+    worker = spawn(
+        "runjobs", "--processes", "1", "--no-scheduler", env={"JOBS_TEST_BROKEN": str(broken)}
+    )
+    worker.wait_for_output("runjobs: worker ")
+    broken.touch()  # the code deployed next fails at import
+    worker.popen.send_signal(signal.SIGHUP)
+    worker.wait_for_output("before it was ready", timeout=60)
+    job = record.enqueue({"n": "served by the old code"})
+    wait_for(lambda: refreshed(job).state == "succeeded", "the old child runs jobs", worker)
+    (pid,) = set(started_pids("record").values())
+    broken.unlink()  # fixed: the next start of the new generation takes over
+    wait_for(lambda: not alive(pid), "the old child stops once a new one is ready", worker)
+    later = record.enqueue({"n": "served by the new code"})
+    wait_for(lambda: refreshed(later).state == "succeeded", "the new child runs jobs", worker)
+    assert Execution.objects.get(job_id=later.pk).pid != pid
+    assert terminate(worker) == 0
