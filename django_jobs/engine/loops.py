@@ -24,10 +24,13 @@ import contextvars
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from django.db import connections
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -153,3 +156,11 @@ __all__ = [
     "drop_broken_connections",
     "run_async",
 ]
+
+
+def bound_silent_network(store: Store) -> None:
+    """Give this process's connections to the store's alias the options its store sets for
+    long-running workers (``Store.worker_connection_options``), the project's own first."""
+    options = store.connection.settings_dict.setdefault("OPTIONS", {})
+    for name, value in store.worker_connection_options.items():
+        options.setdefault(name, value)

@@ -55,6 +55,7 @@ from .child import RECYCLE_EXIT
 from .context import LiveState
 from .executor import Executor
 from .hooks import call_hooks
+from .loops import bound_silent_network
 from .runner import publish_recorded
 
 logger = logging.getLogger("django_jobs.worker")
@@ -144,6 +145,9 @@ class Supervisor:
         handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
         previous = {signum: signal.signal(signum, self._on_signal) for signum in handled}
         try:
+            # The parent's own connection, as long-lived as a worker's: the same options.
+            connections[self.alias].close()
+            bound_silent_network(get_store(self.alias))
             self._register_row()
             logger.info(
                 "Supervisor %s (pid %s): %s process(es) x %s thread(s), engine=%s queues=%s",

@@ -39,7 +39,7 @@ from ..models import Job
 from ..printable import printable
 from ..registry import all_handles, get
 from ..states import JobState, WorkerState
-from ..store import Claim, Outcome, Store, get_store
+from ..store import Claim, Outcome, get_store
 from ..store.base import ClaimSkip
 from . import fleet
 from .child import RECYCLE_EXIT, ParentChannel, resident_memory
@@ -47,7 +47,7 @@ from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .hooks import call_hooks
 from .limits import claim_within_limits
-from .loops import close_thread_loop, drop_broken_connections
+from .loops import bound_silent_network, close_thread_loop, drop_broken_connections
 from .maintenance import end_expired_jobs, prune_expired, prune_workers, rescue_stale
 from .publish import publish, writer
 from .runner import begin_attempt, publish_recorded
@@ -128,14 +128,6 @@ def _log_crashed(job: Job, outcome: Outcome, worker_id: str) -> None:
         began, ended = outcome.started_at, outcome.ended_at
         seconds = (ended - began).total_seconds() if began and ended else 0.0
         log_job_ended(job, outcome, seconds, worker_id)
-
-
-def bound_silent_network(store: Store) -> None:
-    """Give this process's connections to the store's alias the options its store sets for
-    long-running workers (``Store.worker_connection_options``), the project's own first."""
-    options = store.connection.settings_dict.setdefault("OPTIONS", {})
-    for name, value in store.worker_connection_options.items():
-        options.setdefault(name, value)
 
 
 #: Seconds between scheduler ticks at most, and at least (the keeper wakes every 0.1 s).

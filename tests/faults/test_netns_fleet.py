@@ -43,6 +43,8 @@ def test_workers_in_network_namespaces_drain_the_queue_together(
         procs = [
             spawn(
                 "runjobs",
+                "--processes",
+                "0",  # the pid in the namespace is the one that runs the jobs
                 "--concurrency",
                 "2",
                 "--no-scheduler",

@@ -51,13 +51,13 @@ def test_a_worker_cut_off_is_fenced_out_and_recovers(spawn, proxy, tmp_path: Pat
     held = three_steps.enqueue(
         {"n": "held", "hold": str(hold), "entered": str(entered)}, priority=-1
     )
-    first = spawn("runjobs", "--concurrency", "1", env=through(proxy))
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=through(proxy))
     # Inside its first step's activity (whose row is written once, at its end).
     wait_until(entered.exists, message=f"the first worker never started the job:\n{first.output()}")
     assert f":{first.popen.pid}:" in Job.objects.get(pk=held.pk).worker_id
 
     proxy.cut()
-    second = spawn("runjobs", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
     # Once the lease runs out without a heartbeat, the second worker re-asks the job and runs
     # it to the end: its first step again (the first run never finished it), then the rest.
     wait_until(
@@ -134,7 +134,7 @@ def test_every_worker_connection_has_tcp_keepalive(spawn, proxy):
     # tcp_user_timeout on statements in flight, set by the worker (SILENT_NETWORK_BOUNDS).
     if shutil.which("ss") is None:
         pytest.skip("needs ss (iproute2) to read the sockets' timers")
-    worker = spawn("runjobs", "--concurrency", "2", env=through(proxy))
+    worker = spawn("runjobs", "--processes", "0", "--concurrency", "2", env=through(proxy))
     # Its claim, keeper, LISTEN and executor connections: a job per executor makes them all.
     jobs = enqueue_three_steps(4, pause=0)
     wait_until(lambda: states(jobs) == {"succeeded": 4}, message=worker.output())
@@ -178,11 +178,11 @@ def test_a_worker_cut_off_inside_an_atomic_step_delays_the_takeover_and_nothing_
         {"n": "in-atomic", "hold": str(hold), "hold_in": "effect", "entered": str(entered)},
         priority=-1,
     )
-    first = spawn("runjobs", "--concurrency", "1", env=through(proxy))
+    first = spawn("runjobs", "--processes", "0", "--concurrency", "1", env=through(proxy))
     wait_until(entered.exists, message=f"never inside the atomic step:\n{first.output()}")
 
     proxy.cut()
-    second = spawn("runjobs", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
+    second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
     wait_until(
         lambda: lock_waiters() >= 1,
         timeout=60,

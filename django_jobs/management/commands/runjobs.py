@@ -142,6 +142,12 @@ class Command(ExactOptions, BaseCommand):
                     )
         configure_logging(options["verbosity"], options["log_format"])
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
+        if options["verbosity"] >= 1 and test_clock_file() is not None:
+            # Said at every start, so that nobody mistakes a testing run for a real one.
+            self.stdout.write(
+                f"runjobs: the clock is read from {test_clock_file()} ({TEST_CLOCK_ENV})",
+                ending="\n",
+            )
         if processes > 0 and child_fd is None:
             self._supervise(options, processes, engine, queues, concurrency, max_jobs, max_memory)
             return
@@ -159,12 +165,6 @@ class Command(ExactOptions, BaseCommand):
         )
         worker.install_signal_handlers()
         if options["verbosity"] >= 1:
-            if test_clock_file() is not None:
-                # Said at every start, so that nobody mistakes a testing run for a real one.
-                self.stdout.write(
-                    f"runjobs: the clock is read from {test_clock_file()} ({TEST_CLOCK_ENV})",
-                    ending="\n",
-                )
             self.stdout.write(f"runjobs: worker {worker.worker_id} ready", ending="\n")
             self.stdout.flush()
         code = worker.run()
