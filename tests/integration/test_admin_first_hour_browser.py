@@ -123,9 +123,13 @@ def test_the_demo_lists_its_own_engine_and_kinds_only() -> None:
     assert "testproject" not in demo_settings.INSTALLED_APPS
 
 
-def test_a_resumed_job_page_says_its_start_is_the_last_one(web, operator, page):
+def test_a_resumed_job_page_shows_its_first_start_and_its_last(web, operator, page):
     job = orm(make, kind="demo.hello", state="succeeded", idempotency_key="resumed")
     page.set_viewport_size(VIEWPORT)
     sign_in(page, web, f"/admin/django_jobs/job/{job.pk}/change/")
-    labels = page.locator("fieldset label").all_inner_texts()
-    assert any(label.strip().rstrip(":").lower() == "last started" for label in labels), labels
+    labels = [
+        label.strip().rstrip(":").lower()
+        for label in page.locator("fieldset label").all_inner_texts()
+    ]
+    assert "first started" in labels and "last started" in labels, labels
+    assert labels.index("first started") < labels.index("last started")
