@@ -190,6 +190,10 @@ def test_the_getting_started_page_followed_in_a_new_project(installed: Venv, tmp
             return "succeeded" in opener.open(job_page, timeout=30).read().decode()
 
         wait_until(succeeded, timeout=60, message=f"job {pk} not succeeded on {job_page}")
+        # The worker's line for it, as the page shows one.
+        wait_for(worker_log, f"job.ended job={pk} kind=", worker)
+        (line,) = [t for t in worker_log.read_text().splitlines() if f"job.ended job={pk} " in t]
+        assert "attempt=1 outcome=succeeded duration_s=" in line, line
         html = opener.open(job_page, timeout=30).read().decode()
         assert "render" in html and "email" in html  # its durable steps
 
