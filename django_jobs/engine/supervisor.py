@@ -327,6 +327,7 @@ class Supervisor:
             child.jobs_running, child.jobs_done = int(args[0]), int(args[1])
         elif verb == "READY" and args:
             child.worker_id = args[0]
+            logger.info("Worker process %s ready (pid %s).", child.index, child.process.pid)
             self._retire_old(child)
 
     def reap_children(self) -> None:

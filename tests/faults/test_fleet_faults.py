@@ -194,10 +194,14 @@ def test_misbehaving_runners_in_a_busy_fleet_leave_the_other_jobs_exactly_once(
     env = {"JOBS_LEASE": LEASE, "MALLOC_ARENA_MAX": "2"}
     workers = [spawn("runjobs", "--concurrency", "2", env=env) for _ in range(3)]
     for proc in workers:
-        # A memory limit, as a container's would be, so that allocating fails in the runner.
-        proc.wait_for_output("ready")
-        size = _virtual_size(proc.popen.pid) + HEADROOM
-        resource.prlimit(proc.popen.pid, resource.RLIMIT_AS, (size, size))
+        # A memory limit, as a container's would be, so that allocating fails in the runner:
+        # on the worker processes, which run the jobs, not on their supervisor.
+        proc.wait_for_output("Worker process 0 ready")
+        children = child_pids(proc.popen.pid)
+        assert children, proc.output()
+        for pid in children:
+            size = _virtual_size(pid) + HEADROOM
+            resource.prlimit(pid, resource.RLIMIT_AS, (size, size))
     wait_until(lambda: succeeded(ids) >= 100, timeout=60, message=workers[0].output())
 
     release = tmp_path / "release"
