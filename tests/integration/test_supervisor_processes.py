@@ -23,7 +23,9 @@ from testproject.jobs import async_past_its_hard_limit, past_its_hard_limit, rec
 from testproject.models import Execution
 from tests.integration.test_worker_processes import exit_code, terminate, wait_for
 
-pytestmark = pytest.mark.process
+# Worker processes killed, ended past their limits and signalled: the same on every Django
+# version (the `engine` marker).
+pytestmark = [pytest.mark.process, pytest.mark.engine]
 
 
 def alive(pid: int) -> bool:

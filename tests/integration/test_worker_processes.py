@@ -219,6 +219,7 @@ def _started(job: Job, count: int = 1) -> bool:
     return labels(job.pk)["slow-start"] >= count
 
 
+@pytest.mark.engine
 def test_a_killed_workers_job_is_rerun_after_its_lease(spawn, tmp_path: Path):
     marker = tmp_path / "go"
     job = slow.enqueue({"until": str(marker), "seconds": 30})
@@ -241,6 +242,7 @@ def test_a_killed_workers_job_is_rerun_after_its_lease(spawn, tmp_path: Path):
     assert terminate(second) == 0, second.output()
 
 
+@pytest.mark.engine
 def test_sigterm_finishes_in_flight_jobs_and_claims_no_more(spawn, tmp_path: Path):
     marker = tmp_path / "go"
     slows = [slow.enqueue({"until": str(marker), "n": n}, priority=0) for n in range(2)]
@@ -268,6 +270,7 @@ def test_sigterm_finishes_in_flight_jobs_and_claims_no_more(spawn, tmp_path: Pat
     assert not Execution.objects.filter(job_id__in=queued_ids).exists()
 
 
+@pytest.mark.engine
 def test_a_second_signal_exits_at_once_and_the_lease_returns_the_job(spawn, tmp_path: Path):
     marker = tmp_path / "go"
     job = slow.enqueue({"until": str(marker), "seconds": 30}, priority=0)
