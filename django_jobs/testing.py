@@ -29,9 +29,10 @@ def run_until_idle(
     """Run due jobs (all engines when ``engine`` is None) until none is due now; return them.
 
     A retry that is due at the current clock runs in the same call. Jobs come back as they
-    ended, in the order they ran (a job that ran twice appears twice). Caps and rates hold as
-    for a worker: a job they do not allow now is not due. Jobs whose ``expires_at`` passed
-    before they started end ``cancelled`` ("expired") first, as a worker ends them.
+    ended, in the order they ran (a job that ran twice appears twice). Caps, rates and paused
+    queues hold as for a worker: a job they do not allow now is not due. Jobs whose
+    ``expires_at`` passed before they started end ``cancelled`` ("expired") first, as a worker
+    ends them.
     """
     store = get_store()
     end_expired_jobs()  # as a worker does: a job whose expires_at passed ends, unrun

@@ -202,6 +202,11 @@ def worker_rows(now: datetime | None = None, *, using: str | None = None) -> lis
 # -- paused queues ------------------------------------------------------------------------------
 
 
+def paused_pairs(*, using: str | None = None) -> frozenset[tuple[str, str]]:
+    """The paused queues of every engine, as ``(engine, queue)`` pairs: one small read."""
+    return frozenset(PausedQueue.objects.using(_alias(using)).values_list("engine", "queue"))
+
+
 def paused_queues(engine: str = "default", *, using: str | None = None) -> frozenset[str]:
     """The queues of ``engine`` that are paused: one small read."""
     return frozenset(

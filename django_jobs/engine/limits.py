@@ -81,6 +81,7 @@ def claim_within_limits(store: Store, request: Claim) -> list[Job]:
         + [q for q, (n, _) in limits.queue_rates.items() if usage[("queue", q)] >= n],
         tenants=[t for t, c in per_tenant.items() if limits.tenant_cap and c >= limits.tenant_cap],
         kinds=[k for k, (n, _) in limits.kind_rates.items() if usage[("kind", k)] >= n],
+        paused=list(request.skip.paused if request.skip else ()),
         fair=bool(limits.global_cap or limits.tenant_cap),
     )
     claimed = store.claim(replace(request, limit=limit, skip=skip))

@@ -17,6 +17,8 @@ from .. import clock
 from ..conf import jobs_settings
 from ..states import ENDED_STATES
 from ..store import Claim
+from ..store.base import ClaimSkip
+from . import fleet
 from .context import LiveState
 from .executor import Executor
 from .hooks import call_hooks
@@ -43,6 +45,9 @@ def run_next(
     ``watch(None, None)`` after (``jobs drain`` keeps its lease alive with it).
     """
     now = clock.now()
+    # Paused queues are passed over here as by every worker: read on each call, so a pause
+    # takes effect at the next job of a drain.
+    paused = sorted(p for p in fleet.paused_pairs() if engine is None or p[0] == engine)
     claimed = claim_within_limits(
         store,
         Claim(
@@ -52,6 +57,7 @@ def run_next(
             now=now,
             leased_until=now + jobs_settings.lease,
             queues=queues,
+            skip=ClaimSkip(paused=paused) if paused else None,
         ),
     )
     if not claimed:

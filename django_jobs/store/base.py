@@ -284,11 +284,13 @@ class Outcome:
 class ClaimSkip:
     """What a claim must pass over: queues and tenants at their cap, kinds and queues over
     their rate. ``fair`` picks round-robin across tenants (first due job of each tenant,
-    then the second, ...) so one tenant's backlog never starves another."""
+    then the second, ...) so one tenant's backlog never starves another. ``paused``: the
+    paused queues of a claim across engines, as ``(engine, queue)`` pairs."""
 
     queues: list[str] = field(default_factory=list)
     tenants: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
+    paused: list[tuple[str, str]] = field(default_factory=list)
     fair: bool = False
 
 
@@ -586,6 +588,9 @@ class Store:
                 sql, more = self.in_list(list(skip.tenants))
                 filters.append(f"(tenant IS NULL OR NOT (tenant {sql}))")
                 params += more
+            for engine, queue in skip.paused:
+                filters.append("NOT (engine = %s AND queue = %s)")
+                params += [engine, queue]
         return " AND ".join(filters), params
 
     def fair_pick_sql(self, where: str) -> str:

@@ -7,6 +7,7 @@ moved with time_machine, on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -180,6 +181,36 @@ def test_paused_queues_pass_through_the_caps_path_too(settings):
 
     request = replace(claim_request("w", limit=10), skip=ClaimSkip(queues=["mail"]))
     assert [j.pk for j in claim_within_limits(get_store(), request)] == [other.pk]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("caps", [None, {"global": 10}], ids=["no caps", "caps"])
+def test_run_until_idle_and_jobs_drain_pass_over_paused_queues_of_their_engine_only(settings, caps):
+    # The in-process ways of running jobs honour pauses as a worker does: a test suite or an
+    # operator's `jobs drain` never runs what the fleet was told to leave alone.
+    from django.core.management import call_command
+
+    from django_jobs.testing import run_until_idle
+    from testproject.jobs import fleet as fleet_kind
+
+    if caps is not None:
+        settings.JOBS = {**settings.JOBS, "CAPS": caps}
+    mail = record.enqueue({"n": "mail"}, queue="mail")
+    other = record.enqueue({"n": "other"})
+    elsewhere = fleet_kind.enqueue({"n": "fleet"})  # engine "fleet", queue "default"
+    operations.pause_queue("mail")
+    operations.pause_queue("default", engine="fleet")
+    assert [j.pk for j in run_until_idle()] == [other.pk]
+    err = io.StringIO()
+    call_command("jobs", "drain", "--limit", "5", stdout=io.StringIO(), stderr=err)
+    assert "passing over paused queues: mail (default), default (fleet)" in err.getvalue()
+    assert Job.objects.get(pk=mail.pk).state == "queued"
+    assert Job.objects.get(pk=elsewhere.pk).state == "queued"
+    operations.resume_queue("default", engine="fleet")
+    assert [j.pk for j in run_until_idle(engine="fleet")] == [elsewhere.pk]
+    operations.resume_queue("mail")
+    call_command("jobs", "drain", "--limit", "5", stdout=io.StringIO(), stderr=io.StringIO())
+    assert Job.objects.get(pk=mail.pk).state == "succeeded"
 
 
 @pytest.mark.django_db

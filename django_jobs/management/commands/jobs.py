@@ -29,7 +29,7 @@ from django.db import DatabaseError
 from ... import cli, clock, operations
 from ...checks import COMMAND_CHECK_TAGS
 from ...cli import render
-from ...cli.drain import drain
+from ...cli.drain import drain, paused_queues
 from ...conf import jobs_settings
 from ...exceptions import JobsError
 from ...mcp_server import serve
@@ -412,6 +412,12 @@ class Command(ExactOptions, BaseCommand):
         def report(n: int, job: Any) -> None:
             self.progress(f"ran {n}/{limit}: #{job.pk} {printable(job.kind)} -> {job.state}")
 
+        engine = options["engine"]
+        paused = paused_queues(engine)
+        if paused:
+            # As a worker does; said, so that a drain that leaves jobs is never a surprise.
+            names = ", ".join(f"{printable(q)} ({printable(e)})" for e, q in paused)
+            self.progress(f"passing over paused queues: {names} (`jobs resume QUEUE` to run them)")
         ran = drain(limit=limit, queues=queues or None, engine=options["engine"], progress=report)
         rows = [job_json(job) for job in ran]
 
