@@ -85,9 +85,11 @@ def check_asgi_application(app_configs: Any = None, **kwargs: Any) -> list[Check
             f"{JOBS_URLCONF} is routed but ASGI_APPLICATION is not set: the live events "
             "(events/, ws/jobs/) need an ASGI server, and under a WSGI server (runserver "
             "without daphne, gunicorn, uWSGI) the event stream answers 501.",
-            hint='Install daphne (pip install daphne: the `asgi` extra), put "daphne" first '
-            'in INSTALLED_APPS and set ASGI_APPLICATION = "mysite.asgi.application" (your '
-            "project's asgi.py); in production serve that application with daphne or uvicorn.",
+            hint="Install daphne (the `asgi` extra: pip install -e '.[asgi]' in a checkout, "
+            "other forms in docs/getting-started.md#install-the-app-in-your-project; or pip "
+            'install daphne), put "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = '
+            '"mysite.asgi.application" (your project\'s asgi.py); in production serve that '
+            "application with daphne or uvicorn.",
             id="django_jobs.W020",
         )
     ]

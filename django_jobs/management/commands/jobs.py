@@ -229,7 +229,11 @@ class Command(ExactOptions, BaseCommand):
 
         sub = commands.add_parser(
             "mcp",
-            help="Serve the introspection as MCP tools on stdio (the mcp extra).",
+            help=(
+                "Serve the introspection as MCP tools on stdio (the mcp extra: pip install -e "
+                "'.[mcp]' in a checkout, other forms in "
+                "docs/getting-started.md#install-the-app-in-your-project)."
+            ),
             description=(
                 "A Model Context Protocol server on stdin/stdout: inspect_queues, inspect_job, "
                 "list_jobs, dead_letters, kinds, explain_claim, workers, queues; each returns the "
