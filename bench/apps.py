@@ -36,12 +36,13 @@ class BenchConfig(AppConfig):
 def tracing_mode(mode: str) -> None:
     """``off``: as if ``opentelemetry-api`` were not installed; ``api``: installed, no SDK
     configured (the default here); ``sdk``: the SDK's TracerProvider, its batch processor
-    exporting to an exporter that drops every span."""
+    exporting to an exporter that drops every span; ``sampled``: the same, keeping one trace
+    in ten (``ParentBased(TraceIdRatioBased(0.1))``), as a busy production site would."""
     if mode == "off":
         from django_jobs.engine import tracing
 
         tracing._api = None  # what the module holds when the import failed
-    elif mode == "sdk":
+    elif mode in ("sdk", "sampled"):
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
@@ -49,12 +50,14 @@ def tracing_mode(mode: str) -> None:
             SpanExporter,
             SpanExportResult,
         )
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
         class Dropped(SpanExporter):
             def export(self, spans):  # type: ignore[no-untyped-def]
                 return SpanExportResult.SUCCESS
 
-        provider = TracerProvider()
+        sampler = ParentBased(TraceIdRatioBased(0.1)) if mode == "sampled" else None
+        provider = TracerProvider(sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(Dropped()))
         trace.set_tracer_provider(provider)
 

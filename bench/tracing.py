@@ -9,7 +9,8 @@ Usage, from the repository root, with a local PostgreSQL::
 Each repetition runs each mode in a fresh process (``BENCH_TRACING``, read by ``bench.apps``):
 ``off`` (as if ``opentelemetry-api`` were not installed), ``api`` (installed, no SDK: the
 default of a project with the ``otel`` extra), ``sdk`` (a ``TracerProvider`` with a
-``BatchSpanProcessor`` over an exporter that drops the spans). The enqueue is ``--jobs``
+``BatchSpanProcessor`` over an exporter that drops the spans), ``sampled`` (the same, keeping
+one trace in ten: ``ParentBased(TraceIdRatioBased(0.1))``). The enqueue is ``--jobs``
 single ``enqueue`` calls in autocommit; the drain is a ``manage.py runjobs --concurrency 4``
 (the worker's default processes, live events on) over those jobs, all due a moment after it
 is ready: ``jobs / (last ended_at - due)``. The report gives the medians and each mode's
@@ -35,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
 
-MODES = ("off", "api", "sdk")
+MODES = ("off", "api", "sdk", "sampled")
 GOALS = {"api": 0.98, "sdk": 0.85}
 
 
