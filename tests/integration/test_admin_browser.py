@@ -33,11 +33,11 @@ ARTIFACTS = ROOT / "artifacts" / "admin"
 WAIT_MS = 30_000
 
 
-@pytest.fixture
-def web(spawn) -> str:
-    """``manage.py runserver`` (daphne, serving the admin's static files) on a free port."""
+def serve(spawn, **env: str) -> str:
+    """``manage.py runserver`` (daphne, serving the static files) on a free port, with ``env``
+    over the test database's environment (``DJANGO_SETTINGS_MODULE``: the demo's settings)."""
     port = free_port()
-    server = spawn("runserver", "--noreload", f"127.0.0.1:{port}")
+    server = spawn("runserver", "--noreload", f"127.0.0.1:{port}", env=env)
 
     def accepting() -> bool:
         if server.popen.poll() is not None:
@@ -50,6 +50,12 @@ def web(spawn) -> str:
 
     wait_until(accepting, timeout=60, message="the web server did not start listening")
     return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def web(spawn) -> str:
+    """``manage.py runserver`` under the test settings."""
+    return serve(spawn)
 
 
 @pytest.fixture
