@@ -6,15 +6,21 @@ Jobs"); the kind column is wide enough that no name in a kind is broken; the kin
 not offer the built-in ``django_jobs.flow`` while there are no flows; a job that never reported
 progress shows no bar (nor "-"), a succeeded one 100 %; yes/no fields are words; the tab's title
 follows the job's state live; the app's pages have an icon that loads (no 404 for
-``/favicon.ico``). Skipped without Playwright or Chromium.
+``/favicon.ico``); a retried job's page shows its first start and its last, as stored. Skipped
+without Playwright or Chromium.
 """
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime, timedelta
 
-from django_jobs import operations
+import pytest
+import time_machine
+
+from django_jobs import clock, operations
 from django_jobs.models import Job
+from django_jobs.registry import lookup
+from tests.conftest import wait_until
 from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
     ARTIFACTS,
     operator,
@@ -25,6 +31,9 @@ from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
 from tests.integration.test_admin_first_look_browser import VIEWPORT, sign_in, wide_rows
 
 pytestmark = [pytest.mark.process, pytest.mark.browser]
+
+#: The clock of the worker of the retried job's test, at its first attempt.
+T0 = datetime(2026, 6, 1, 12, 0, 5, tzinfo=UTC)
 
 #: For each kind cell: its content's width, and the width of the widest dot-separated name in
 #: it, in the cell's own font (the column holds a name of up to about 10em on one line).
@@ -123,13 +132,41 @@ def test_the_demo_lists_its_own_engine_and_kinds_only() -> None:
     assert "testproject" not in demo_settings.INSTALLED_APPS
 
 
-def test_a_resumed_job_page_shows_its_first_start_and_its_last(web, operator, page):
-    job = orm(make, kind="demo.hello", state="succeeded", idempotency_key="resumed")
+def test_a_retried_job_page_shows_its_first_start_and_its_last(
+    web, operator, page, spawn, tmp_path
+):
+    """A real worker runs a failing job on a clock the test moves (``DJANGO_JOBS_TEST_CLOCK``):
+    its first attempt starts at T0, its retry a minute later; the page shows both starts."""
+    clock_file = tmp_path / "clock"
+    clock.set_file(clock_file, T0)
+    with time_machine.travel(T0, tick=False):
+        job = orm(lookup("test.fail").enqueue, {"page": "first-and-last"})
+    env = {clock.TEST_CLOCK_ENV: str(clock_file), "DJANGO_DEBUG": "1", "JOBS_POLL_INTERVAL": "0.1s"}
+    worker = spawn("runjobs", env=env)
+
+    def failed_attempts(n: int) -> bool:  # failed n times, queued for its next attempt
+        row = orm(Job.objects.get, pk=job.pk)
+        return (row.state, row.attempts) == ("queued", n)
+
     page.set_viewport_size(VIEWPORT)
     sign_in(page, web, f"/admin/django_jobs/job/{job.pk}/change/")
+    wait_until(lambda: failed_attempts(1), interval=0.05, message=worker.output())
+    clock.set_file(clock_file, T0 + timedelta(minutes=1))  # past its retry's delay (10 s)
+    wait_until(lambda: failed_attempts(2), interval=0.05, message=worker.output())
+    page.reload()
+
     labels = [
         label.strip().rstrip(":").lower()
         for label in page.locator("fieldset label").all_inner_texts()
     ]
     assert "first started" in labels and "last started" in labels, labels
     assert labels.index("first started") < labels.index("last started")
+
+    def shown(field: str) -> str:
+        text = page.locator(f".fieldBox.field-{field} > .readonly").inner_text()
+        return " ".join(text.split())
+
+    stored = orm(Job.objects.get, pk=job.pk)
+    assert (stored.first_started_at, stored.started_at) == (T0, T0 + timedelta(minutes=1))
+    assert shown("first_started") == "2026-06-01 12:00:05 UTC"
+    assert shown("started") == "2026-06-01 12:01:05 UTC"
