@@ -101,13 +101,14 @@ class Proc:
         *,
         module: str | None = None,
         prefix: list[str] | None = None,
+        cwd: Path = ROOT,
     ) -> None:
         self.log_path = log
         self.log = open(log, "wb")  # closed in stop()
         program = ["-m", module] if module else [str(ROOT / "manage.py")]
         self.popen = subprocess.Popen(
             [*(prefix or []), sys.executable, *program, *args],
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -145,14 +146,19 @@ def spawn(worker_env: dict[str, str], tmp_path: Path) -> Iterator:
     procs: list[Proc] = []
 
     def start(
-        *args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None
+        *args: str,
+        env: dict[str, str] | None = None,
+        prefix: list[str] | None = None,
+        cwd: Path = ROOT,
     ) -> Proc:
-        """``prefix``: a command to run it under (``ip netns exec NAME``)."""
+        """``prefix``: a command to run it under (``ip netns exec NAME``); ``cwd``: the
+        directory it runs in (``runjobs --reload`` watches the Python files under it)."""
         proc = Proc(
             list(args),
             {**worker_env, **(env or {})},
             tmp_path / f"proc{len(procs)}.log",
             prefix=prefix,
+            cwd=cwd,
         )
         procs.append(proc)
         return proc
