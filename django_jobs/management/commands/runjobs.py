@@ -36,7 +36,7 @@ from ...engine.supervisor import Supervisor
 from ...engine.worker import Worker
 from ...observability.logs import JsonFormatter
 from ..parsing import ExactOptions
-from ..readiness import missing_migrations
+from ..readiness import missing_migrations, pool_too_small
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -119,6 +119,11 @@ class Command(ExactOptions, BaseCommand):
         missing = missing_migrations(jobs_settings.DATABASE)
         if missing:
             raise CommandError(f"{missing} Then start the worker again.")
+        short = pool_too_small(
+            jobs_settings.DATABASE, concurrency or jobs_settings.engine_concurrency(engine)
+        )
+        if short:
+            raise CommandError(short)
         processes = parse_processes(options["processes"])
         max_jobs = options["max_jobs_per_child"]
         if max_jobs is not None and max_jobs < 1:
