@@ -1,7 +1,7 @@
 """The peers' own virtual environment: ``.venv-bench-peers/`` at the repository root.
 
-The peers (Procrastinate, Django's Tasks database backend, bare psycopg) are never
-dependencies of django_jobs: the benchmark installs them here, apart from the environment
+The peers (Procrastinate, Django's Tasks database backend, DBOS, Celery, bare psycopg) are
+never dependencies of django_jobs: the benchmark installs them here, apart from the environment
 that runs the engine, and runs each peer's loop as a subprocess of this environment's Python.
 The environment is made on first use and made again when ``REQUIREMENTS`` change.
 """
@@ -17,12 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-bench-peers"
 # The current major version of each peer, as a user installs it today. Django's Tasks
 # database backend lives in its own package (``django_tasks_db.DatabaseBackend``) since
-# Django 6.0 ships the Tasks framework itself.
+# Django 6.0 ships the Tasks framework itself. Celery with its Redis transport, as its own
+# docs install it (``bench.processes``: its prefork pool on CPU-bound work).
 REQUIREMENTS = (
     "procrastinate==3.*",
     "django-tasks-db==0.*",
     "dbos==3.*",
     "psycopg[binary]==3.*",
+    "celery[redis]==5.*",
 )
 PACKAGES = (
     "procrastinate",
@@ -32,6 +34,9 @@ PACKAGES = (
     "django",
     "psycopg",
     "psycopg-binary",
+    "celery",
+    "kombu",
+    "redis",
 )
 STAMP = VENV / "requirements.json"
 

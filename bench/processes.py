@@ -1,9 +1,10 @@
 """Worker processes: drains with ``runjobs --processes 0, 1, 2, auto``, and kill-to-requeue.
 
-Usage, from the repository root, with a local PostgreSQL::
+Usage, from the repository root, with a local PostgreSQL and Redis::
 
     python -m bench.processes                  # 4,000 CPU-bound and 20,000 no-op jobs
     python -m bench.processes --cpu-jobs 1000 --noop-jobs 5000 --runs 3
+    python -m bench.processes --no-celery      # django_jobs alone
 
 For each mode a ``manage.py runjobs --concurrency 1 --processes P`` starts and waits, idle,
 until it is ready (its children too); then the jobs are enqueued, all due a moment later, and
@@ -13,14 +14,21 @@ of pure Python a job (``bench.burn``, calibrated here); the no-op kind nothing. 
 (``--processes 1``: one child). Kill-to-requeue: a ``--processes 2`` worker runs one
 ``bench.hold`` job; its child is killed with SIGKILL and the time until the job's row says
 ``WORKER_LOST`` is read by polling the row every 2 ms. Every job must succeed exactly once.
+
+Beside them, right after ``--processes 2``: Celery's prefork pool at concurrency 2, with its
+defaults and the Redis broker, on the same CPU-bound job (the same loop and loop count, the
+same number of jobs), from the peers' environment (``bench/peerside/celery_burn.py``: how it
+is timed to mirror the drains here). ``python -m bench --only processes`` leaves it out, as
+its ``--against`` sides must (Celery does not change with the engine's revision).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
-import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
 
 
@@ -80,6 +89,27 @@ def drain(processes: str, kind: str, jobs: int, loops: int, tag: str) -> float:
     return jobs / (last_end.timestamp() - due)
 
 
+def celery_drain(jobs: int, loops: int) -> float:
+    """Celery's prefork pool, concurrency 2, on ``jobs`` CPU-bound tasks of ``loops`` loops."""
+    from bench import peers, peers_env
+
+    done = subprocess.run(
+        [
+            str(peers_env.ensure()),
+            str(peers.SCRIPTS / "celery_burn.py"),
+            "drain",
+            *("--jobs", str(jobs), "--loops", str(loops), "--concurrency", "2"),
+        ],
+        cwd=peers.SCRIPTS,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"The Celery drain exited {done.returncode}:\n{done.stdout}{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["celery: prefork c=2 cpu-bound drain"]
+
+
 def _wait_for_children(worker: Worker, processes: str) -> None:
     """Until each worker process printed its ready line (a supervisor's come after its own)."""
     count = os.cpu_count() or 1 if processes == "auto" else max(int(processes), 1)
@@ -122,21 +152,28 @@ def kill_to_requeue(tag: str) -> float:
         worker.stop()
 
 
-def measure(cpu_jobs: int, noop_jobs: int, tag: str, loops: int | None = None) -> dict[str, float]:
-    """One repetition of every figure, by name (``python -m bench --only processes`` too)."""
+CELERY = report.CELERY_PREFORK
+
+
+def measure(
+    cpu_jobs: int, noop_jobs: int, tag: str, loops: int | None = None, celery: bool = False
+) -> dict[str, float]:
+    """One repetition of every figure, by name (``python -m bench --only processes`` too);
+    with ``celery``, Celery's prefork drain as well."""
     loops = loops or calibrate()
     figures: dict[str, float] = {}
     for processes in ("0", "1", "2", "auto"):
-        figures[f"processes: cpu-bound drain --processes {processes}"] = drain(
+        figures[f"{report.PROCESSES_CPU}{processes}"] = drain(
             processes, "cpu", cpu_jobs, loops, f"{tag}-cpu-{processes}"
         )
+        if celery and processes == "2":
+            # Right after the figure it is compared with, under the same load.
+            figures[CELERY] = celery_drain(cpu_jobs, loops)
     for processes in ("0", "1", "2"):
-        figures[f"processes: no-op drain --processes {processes}"] = drain(
+        figures[f"{report.PROCESSES_NOOP}{processes}"] = drain(
             processes, "noop", noop_jobs, 0, f"{tag}-noop-{processes}"
         )
-    figures["processes: kill -9 of a child to WORKER_LOST (ms)"] = (
-        kill_to_requeue(f"{tag}-kill") * 1000
-    )
+    figures[report.KILL_TO_WORKER_LOST] = kill_to_requeue(f"{tag}-kill") * 1000
     return figures
 
 
@@ -145,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-jobs", type=int, default=4000)
     parser.add_argument("--noop-jobs", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-celery", action="store_true", help="leave out Celery's prefork drain")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     args = parser.parse_args(argv)
     prepare_database(args.database_url)
@@ -152,25 +190,20 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[float]] = {}
     stamp = time.strftime("%H%M%S")
     for run in range(args.runs):
-        for name, value in measure(args.cpu_jobs, args.noop_jobs, f"{stamp}-{run}", loops).items():
+        figures = measure(
+            args.cpu_jobs, args.noop_jobs, f"{stamp}-{run}", loops, celery=not args.no_celery
+        )
+        for name, value in figures.items():
             rows.setdefault(name, []).append(value)
     cpus = os.cpu_count() or 1
     print(f"\n{cpus} CPUs; a CPU-bound job is {loops:,} loops (about 20 ms); {args.runs} run(s)")
-    for name, values in rows.items():
-        runs = [round(v, 1) for v in values]
-        print(f"{name:55} median {statistics.median(values):10.1f}  runs {runs}")
-    med = {name: statistics.median(values) for name, values in rows.items()}
-    cpu = "processes: cpu-bound drain --processes "
-    noop = "processes: no-op drain --processes "
+    # The same tables and goals as ``python -m bench``'s (bench/report.py): ratios within
+    # each repetition, then their median.
+    print(report.figures_table(rows))
     print()
-    print(
-        f"2 processes / 1 (CPU-bound): {med[cpu + '2'] / med[cpu + '1']:.2f}x"
-        "  (goal on 2 cores: >= 1.7x)"
-    )
-    print(
-        f"default (1 child) / no processes (no-op drain): {med[noop + '1'] / med[noop + '0']:.2f}"
-        "  (goal: >= 0.95)"
-    )
+    print(report.side_by_side(rows))
+    print()
+    print(report.checks_table(rows))
     return 0
 
 

@@ -30,6 +30,10 @@ because every run empties the job table), then measures, each ``--runs`` times:
   (see ``bench/peers.py``), each group right after django_jobs' figures of the same kind
   (DBOS's three-step workflows right after the steps figures). ``--only dbos``: the steps and
   pickup figures beside DBOS's, whatever ``--peers`` says;
+- ``processes``: drains with ``runjobs --processes 0, 1, 2, auto`` (CPU-bound jobs of about
+  20 ms, a tenth of ``--jobs``; no-op jobs, ``--jobs``), Celery's prefork pool at concurrency 2
+  on the same CPU-bound jobs, and the kill -9 of a worker process to its job's ``WORKER_LOST``
+  (``bench/processes.py``);
 - ``--only stepskill``: the kill -9 check of durable steps, both engines (``bench/steps_kill.py``).
 
 Every figure checks that each enqueued job succeeded. The report (``bench/report.py``) prints
@@ -67,7 +71,7 @@ from bench import peers, peers_env, report  # noqa: E402 - needs the root on sys
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
-FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers")
+FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers", "processes")
 #: ``--only dbos``: django_jobs' steps and pickup figures beside DBOS's (bench/peers.py), the
 #: DBOS loops whatever ``--peers`` names. Not a default of its own: the default ``peers`` has
 #: DBOS among its ``--peers``.
@@ -81,7 +85,7 @@ DBOS_DIVISOR = 10
 #: ``bench.memory`` alone enqueues and drains ten times ``--jobs``). ``phases`` and ``fanout``
 #: follow ``--live-events`` here; ``--against`` runs them with the live events off, as their own
 #: commands do.
-MODULE_FIGURES = ("phases", "fanout", "memory", "stepskill", "processes")
+MODULE_FIGURES = ("phases", "fanout", "memory", "stepskill")
 
 
 @dataclass
@@ -625,7 +629,13 @@ def module_figures(args: argparse.Namespace, only: set[str], results: Results) -
         from bench import processes
 
         # Drains with runjobs --processes 0, 1, 2, auto and the kill -9 of a child.
-        results.update(processes.measure(max(args.jobs // 10, 100), args.jobs, "processes"))
+        # Celery's prefork pool beside them, but not in a side of ``--against`` (it does not
+        # change with the engine's revision).
+        results.update(
+            processes.measure(
+                max(args.jobs // 10, 100), args.jobs, "processes", celery=not args.side
+            )
+        )
     if "stepskill" in only:
         from bench import steps_kill
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from bench.report import (
+    CELERY_PREFORK,
     COMPARISONS,
+    PROCESSES_CPU,
+    PROCESSES_NOOP,
     Comparison,
     checks_table,
     figures_table,
@@ -88,6 +91,11 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         ("drain 3 steps c=1", "dbos: 3 steps c=1", 3.0, True),
         ("drain 3 steps c=4", "dbos: 3 steps c=4", 3.0, True),
         ("drain 3 steps c=50", "dbos: 3 steps c=50", 3.0, True),
+        # Worker processes: two nearly twice one on CPU-bound jobs, the default (one child)
+        # within 5 % of jobs in the worker's own process, at least Celery's prefork pool.
+        (f"{PROCESSES_CPU}2", f"{PROCESSES_CPU}1", 1.7, True),
+        (f"{PROCESSES_NOOP}1", f"{PROCESSES_NOOP}0", 0.95, True),
+        (f"{PROCESSES_CPU}2", CELERY_PREFORK, 1.0, True),
     }
 
 
