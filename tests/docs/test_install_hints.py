@@ -56,8 +56,9 @@ BEFORE_EXTRA = re.compile(
 )
 #: ``extras: `asgi` for daphne, `postgres` ...``: to the end of the sentence or parenthesis.
 EXTRAS_LIST = re.compile(r"\bextras?:((?:[^.()`]|`[^`]*`)*)", re.IGNORECASE)
-#: ``.[mcp]``, ``checkout[asgi,postgres]``, ``django-durable-jobs[mcp]``.
-BRACKETS = re.compile(r"(?<=[\w./~-])\[([\w-]+(?:,\s*[\w-]+)*)\]")
+#: ``.[mcp]``, ``checkout[asgi,postgres]``, ``django-durable-jobs[mcp]``; the name or path
+#: before the brackets, and a version specifier after them, if any.
+BRACKETS = re.compile(r"([\w./~-]+)\[([\w-]+(?:,\s*[\w-]+)*)\](\s*(?:==|>=|<=|~=|!=|<|>))?")
 
 
 def extras_to_check() -> set[str]:
@@ -145,7 +146,10 @@ def mentioned(text: str, extras: set[str]) -> set[str]:
     for match in EXTRAS_LIST.finditer(text):
         names.update(n.lower() for n in re.findall(r"`([\w-]+)`", match.group(1)))
     for match in BRACKETS.finditer(text):
-        names.update(re.split(r",\s*", match.group(1)))
+        before, inside, version = match.groups()
+        if version and before != PROJECT["name"] and re.fullmatch(r"[A-Za-z][\w-]*", before):
+            continue  # another distribution's extra, pinned: ``celery[redis]==5.*``
+        names.update(re.split(r",\s*", inside))
     return names & extras
 
 
