@@ -123,6 +123,9 @@ def analyzed_again_at_the_end():
     analyze_the_job_tables()
 
 
+# A planner test too: on PostgreSQL what it shows rests on the plans of a 100,000-row table,
+# the same on every Django version (one PostgreSQL environment of .ci/run runs it).
+@pytest.mark.planner
 @pytest.mark.usefixtures("analyzed_again_at_the_end")
 def test_pruning_100k_ended_jobs_leaves_every_live_job_and_its_steps():
     old_ended = make_jobs(100_000, states=ENDED_STATES, ended_at=OLD, tag="old")
