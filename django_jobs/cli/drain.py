@@ -11,7 +11,6 @@ from typing import Any
 
 from .. import clock
 from ..conf import jobs_settings
-from ..engine import fleet
 from ..engine.executor import Executor
 from ..engine.maintenance import end_expired_jobs
 from ..engine.publish import publish
@@ -22,11 +21,6 @@ from ..store import get_store
 from . import BadInput
 
 logger = logging.getLogger("django_jobs.cli")
-
-
-def paused_queues(engine: str | None = None) -> list[tuple[str, str]]:
-    """The ``(engine, queue)`` pairs a drain of ``engine`` (None: every engine) passes over."""
-    return sorted(p for p in fleet.paused_pairs() if engine is None or p[0] == engine)
 
 
 def drain(

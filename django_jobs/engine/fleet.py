@@ -202,9 +202,13 @@ def worker_rows(now: datetime | None = None, *, using: str | None = None) -> lis
 # -- paused queues ------------------------------------------------------------------------------
 
 
-def paused_pairs(*, using: str | None = None) -> frozenset[tuple[str, str]]:
-    """The paused queues of every engine, as ``(engine, queue)`` pairs: one small read."""
-    return frozenset(PausedQueue.objects.using(_alias(using)).values_list("engine", "queue"))
+def paused_pairs(engine: str | None = None, *, using: str | None = None) -> list[tuple[str, str]]:
+    """The paused queues of ``engine`` (None: of every engine), as sorted ``(engine, queue)``
+    pairs: one small read."""
+    rows = PausedQueue.objects.using(_alias(using))
+    if engine is not None:
+        rows = rows.filter(engine=engine)
+    return sorted(rows.values_list("engine", "queue"))
 
 
 def paused_queues(engine: str = "default", *, using: str | None = None) -> frozenset[str]:

@@ -47,7 +47,7 @@ def run_next(
     now = clock.now()
     # Paused queues are passed over here as by every worker: read on each call, so a pause
     # takes effect at the next job of a drain.
-    paused = sorted(p for p in fleet.paused_pairs() if engine is None or p[0] == engine)
+    paused = fleet.paused_pairs(engine)
     claimed = claim_within_limits(
         store,
         Claim(

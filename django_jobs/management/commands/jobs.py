@@ -29,8 +29,9 @@ from django.db import DatabaseError
 from ... import cli, clock, operations
 from ...checks import COMMAND_CHECK_TAGS
 from ...cli import render
-from ...cli.drain import drain, paused_queues
+from ...cli.drain import drain
 from ...conf import jobs_settings
+from ...engine.fleet import paused_pairs
 from ...exceptions import JobsError
 from ...mcp_server import serve
 from ...observability.stats import queue_stats
@@ -417,12 +418,12 @@ class Command(ExactOptions, BaseCommand):
             self.progress(f"ran {n}/{limit}: #{job.pk} {printable(job.kind)} -> {job.state}")
 
         engine = options["engine"]
-        paused = paused_queues(engine)
+        paused = paused_pairs(engine)  # what the drain passes over, as a worker does
         if paused:
-            # As a worker does; said, so that a drain that leaves jobs is never a surprise.
+            # Said, so that a drain that leaves jobs is never a surprise.
             names = ", ".join(f"{printable(q)} ({printable(e)})" for e, q in paused)
             self.progress(f"passing over paused queues: {names} (`jobs resume QUEUE` to run them)")
-        ran = drain(limit=limit, queues=queues or None, engine=options["engine"], progress=report)
+        ran = drain(limit=limit, queues=queues or None, engine=engine, progress=report)
         rows = [job_json(job) for job in ran]
 
         def text() -> str:
