@@ -16,7 +16,6 @@ from django.db import connection, transaction
 from django.test import TransactionTestCase
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra.django import TransactionTestCase as HypothesisTransactionTestCase
 
 from django_jobs import clock
 from django_jobs.engine.publish import store_events
@@ -113,38 +112,50 @@ when = st.datetimes(
 )
 
 
-class CreatedEventTests(HypothesisTransactionTestCase):
+@pytest.mark.django_db(transaction=True)
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    owned=st.booleans(),
+    tenant=st.none() | texts,
+    priority=st.none() | st.integers(-32768, 32767),
+    key=st.none() | texts.filter(bool),
+    run_at=st.none() | when,
+    batch=st.integers(1, 4),
+)
+def test_the_stored_event_is_the_event_of_the_row(owned, tenant, priority, key, run_at, batch):
     """job.created is stored with the job (by the insert itself on PostgreSQL, whose text is
-    made before the row exists): it must be the very text made from the row read back."""
+    made before the row exists): it must be the very text made from the row read back.
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(
-        owned=st.booleans(),
-        tenant=st.none() | texts,
-        priority=st.none() | st.integers(-32768, 32767),
-        key=st.none() | texts.filter(bool),
-        run_at=st.none() | when,
-        batch=st.integers(1, 4),
-    )
-    def test_the_stored_event_is_the_event_of_the_row(
-        self, owned, tenant, priority, key, run_at, batch
-    ):
-        owner = User.objects.get_or_create(username="owner")[0] if owned else None
-        payloads = [{"i": i} for i in range(batch)]
-        options = {"owner": owner, "tenant": tenant, "priority": priority, "run_at": run_at}
-        if batch == 1:
-            jobs = [noop.enqueue(payloads[0], idempotency_key=key, **options)]
-        else:
-            # A key shared by the batch dedupes it to one job (and one event).
-            jobs = noop.enqueue_many(payloads, idempotency_key=key, **options)
-        created = {job.pk for job in jobs if not job.deduped}
-        rows = JobEventRecord.objects.filter(job_id__in=[j.pk for j in jobs], type="job.created")
-        assert sorted(row.job_id for row in rows) == sorted(created)
-        for row in rows:
-            job = Job.objects.get(pk=row.job_id)
-            assert row.data == encode(event_data("job.created", job, job.created_at))
-            assert row.owner == (None if owner is None else str(owner.pk))
-            assert row.created_at == job.created_at
+    The enqueues run in autocommit, as a view's or a script's do: a test transaction would
+    take the path of an enqueue inside the caller's transaction (tested below). Each example
+    starts without jobs or events (what it writes); the database is emptied once, after the
+    last, rather than after each example."""
+    JobEventRecord.objects.all().delete()
+    Job.objects.all().delete()
+    owner = User.objects.get_or_create(username="owner")[0] if owned else None
+    payloads = [{"i": i} for i in range(batch)]
+    options = {"owner": owner, "tenant": tenant, "priority": priority, "run_at": run_at}
+    if batch == 1:
+        jobs = [noop.enqueue(payloads[0], idempotency_key=key, **options)]
+    else:
+        # A key shared by the batch dedupes it to one job (and one event).
+        jobs = noop.enqueue_many(payloads, idempotency_key=key, **options)
+    created = {job.pk for job in jobs if not job.deduped}
+    rows = JobEventRecord.objects.filter(job_id__in=[j.pk for j in jobs], type="job.created")
+    assert sorted(row.job_id for row in rows) == sorted(created)
+    for row in rows:
+        job = Job.objects.get(pk=row.job_id)
+        assert row.data == encode(event_data("job.created", job, job.created_at))
+        assert row.owner == (None if owner is None else str(owner.pk))
+        assert row.created_at == job.created_at
+
+
+class CreatedEventTests(TransactionTestCase):
+    """job.created inside the caller's transaction, in id order, and when its insert fails."""
 
     def test_inside_a_transaction_job_created_is_stored_before_the_commit_returns(self):
         with transaction.atomic():
