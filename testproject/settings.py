@@ -182,6 +182,11 @@ if django.VERSION < (6, 0):
 if os.environ.get("JOBS_POLL_INTERVAL"):
     JOBS["POLL_INTERVAL"] = os.environ["JOBS_POLL_INTERVAL"]
 
+# --- live-server tests that send many requests (the API fuzz): psycopg's connection pool, as
+# docs/getting-started.md configures PostgreSQL, rather than a new connection per request ---
+if os.environ.get("DATABASE_POOL") == "1" and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["OPTIONS"] = {**DATABASES["default"]["OPTIONS"], "pool": True}
+
 # --- behind PgBouncer in transaction mode (before 1.21): either setting docs/configuration.md
 # asks for, on Django's default OPTIONS (a numeric prepare_threshold, like the one above, has
 # psycopg prepare statements of its own) ---
