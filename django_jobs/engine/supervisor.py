@@ -57,6 +57,7 @@ from .executor import Executor
 from .hooks import call_hooks
 from .loops import bound_silent_network
 from .runner import publish_recorded
+from .stacks import install_stack_dump, remove_stack_dump
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -142,8 +143,11 @@ class Supervisor:
             os.set_blocking(fd, False)
             fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1)
         previous = {signum: signal.signal(signum, self._on_signal) for signum in handled}
+        # SIGUSR1: this process's stacks at once (faulthandler), then, from the loop, the
+        # signal passed on to each worker process, which prints its own.
+        install_stack_dump(chain=True)
         try:
             # The parent's own connection, as long-lived as a worker's: the same options.
             connections[self.alias].close()
@@ -183,6 +187,7 @@ class Supervisor:
                         logger.warning("Python files changed: starting new worker processes.")
                         self.new_generation()
         finally:
+            remove_stack_dump()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             signal.set_wakeup_fd(old_wakeup)
@@ -214,6 +219,10 @@ class Supervisor:
             signum = self.signals.popleft()
             if signum == signal.SIGCHLD:
                 continue  # reap_children looks at every child each turn
+            if signum == signal.SIGUSR1:
+                for child in self.children:
+                    self._signal(child, signal.SIGUSR1)  # each prints its threads' stacks
+                continue
             if signum == signal.SIGHUP:
                 if not self.stopping:
                     logger.warning("SIGHUP: starting new worker processes; the old ones finish.")

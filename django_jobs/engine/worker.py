@@ -52,6 +52,7 @@ from .maintenance import end_expired_jobs, prune_expired, prune_workers, rescue_
 from .publish import publish, writer
 from .runner import begin_attempt, publish_recorded
 from .scheduler import tick_until
+from .stacks import install_stack_dump
 from .step_writer import LEADERS, StepWriter
 
 logger = logging.getLogger("django_jobs.worker")
@@ -223,6 +224,9 @@ class Worker:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
+        # SIGUSR1 prints every thread's stack to stderr, as Celery's worker does: written by
+        # the interpreter's C handler, so it answers even when the Python threads are stuck.
+        install_stack_dump()
         if self.parent is not None:
             # Under a supervisor: it alone decides. A Ctrl-C reaches the whole process group:
             # the parent forwards it as SIGTERM, and SIGTERMs after the first change nothing

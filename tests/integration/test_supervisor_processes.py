@@ -202,3 +202,26 @@ def test_a_new_generation_that_cannot_start_leaves_the_old_one_running(spawn, tm
     wait_for(lambda: refreshed(later).state == "succeeded", "the new child runs jobs", worker)
     assert Execution.objects.get(job_id=later.pk).pid != pid
     assert terminate(worker) == 0
+
+
+@pytest.mark.parametrize("processes", ["0", "1"])
+def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(spawn, tmp_path, processes):
+    """``kill -USR1``: where each thread is, as Celery's worker answers it. Under a supervisor
+    the parent prints its own stack and passes the signal to its worker processes, each of
+    which prints theirs: the running job's frame is among them. Nothing stops."""
+    marker = tmp_path / "go"
+    job = slow.enqueue({"until": str(marker), "n": 0})
+    worker = spawn("runjobs", "--processes", processes, "--concurrency", "1", "--no-scheduler")
+    wait_for(lambda: job.pk in started_pids("slow-start"), "job started", worker)
+    worker.popen.send_signal(signal.SIGUSR1)
+    # The job's own frame, in the process that runs it (the child, under a supervisor).
+    wait_for(lambda: "in slow\n" in worker.output(), "the running job's stack", worker)
+    output = worker.output()
+    assert "(most recent call first)" in output
+    assert output.count("Current thread") + output.count("Thread 0x") >= 2
+    if processes == "1":
+        # The parent's own stack too: its loop waits in select().
+        assert "in _wait\n" in output
+    marker.touch()
+    wait_for(lambda: refreshed(job).state == "succeeded", "the job finished", worker)
+    assert terminate(worker) == 0
