@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
@@ -29,7 +30,7 @@ class BenchConfig(AppConfig):
         # job.started, job.succeeded) is stored in this process.
         if os.environ.get("BENCH_LIVE_EVENTS", "1") == "0":
             engine_alone()
-        # BENCH_TRACING (``bench.tracing``): off, api (the API, no SDK) or sdk.
+        # BENCH_TRACING (``bench.tracing``): off, api (the API, no SDK), sdk, sampled or floor.
         tracing_mode(os.environ.get("BENCH_TRACING", "api"))
 
 
@@ -37,12 +38,13 @@ def tracing_mode(mode: str) -> None:
     """``off``: as if ``opentelemetry-api`` were not installed; ``api``: installed, no SDK
     configured (the default here); ``sdk``: the SDK's TracerProvider, its batch processor
     exporting to an exporter that drops every span; ``sampled``: the same, keeping one trace
-    in ten (``ParentBased(TraceIdRatioBased(0.1))``), as a busy production site would."""
+    in ten (``ParentBased(TraceIdRatioBased(0.1))``), as a busy production site would;
+    ``floor``: the SDK as ``sdk``, each span bare (``bare_spans``)."""
     if mode == "off":
         from django_jobs.engine import tracing
 
         tracing._api = None  # what the module holds when the import failed
-    elif mode in ("sdk", "sampled"):
+    elif mode in ("sdk", "sampled", "floor"):
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
@@ -60,6 +62,31 @@ def tracing_mode(mode: str) -> None:
         provider = TracerProvider(sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(Dropped()))
         trace.set_tracer_provider(provider)
+        if mode == "floor":
+            bare_spans()
+
+
+def bare_spans() -> None:
+    """Each enqueue's ``send`` span and each attempt's ``process`` span made bare: a name, no
+    attribute, no link, no context stored or read; still made current and ended as the
+    engine's are. The floor under any instrumentation: what the SDK costs for one span here,
+    to read beside the ``sdk`` mode's full spans (``bench.tracing``)."""
+    from django_jobs.engine import tracing
+
+    def send_start(self: Any) -> None:
+        self.span = self.tracer.start_span("send")
+
+    def process_start(self: Any) -> None:
+        api = tracing._load()
+        self.span = self.tracer.start_span("process", context=api.context.Context())
+        context = api.trace.set_span_in_context(self.span, api.context.Context())
+        self.running.trace = context
+        self.token = api.context.attach(context)
+
+    tracing._Send._start = send_start  # type: ignore[method-assign]
+    tracing._Send.sent = lambda self, jobs: None  # type: ignore[method-assign]
+    tracing._Process._start = process_start  # type: ignore[method-assign]
+    tracing._Process._ended = lambda self, outcome, exc: None  # type: ignore[method-assign]
 
 
 def engine_alone() -> None:

@@ -89,6 +89,15 @@ PROCESSES_NOOP = "processes: no-op drain --processes "
 CELERY_PREFORK = "processes: cpu-bound drain celery prefork c=2"
 KILL_TO_WORKER_LOST = "processes: kill -9 of a child to WORKER_LOST (ms)"
 
+
+def tracing_figure(name: str, mode: str) -> str:
+    """A figure of bench/tracing.py: ``name`` (enqueue, drain, drain cpu) in tracing ``mode``
+    (off, api, sdk, sampled, floor)."""
+    if name.endswith(" cpu"):
+        return f"tracing: {name[: -len(' cpu')]} {mode} cpu"
+    return f"tracing: {name} {mode}"
+
+
 COMPARISONS: tuple[Comparison, ...] = (
     Comparison("enqueue", "procrastinate: enqueue", 2.0),
     Comparison("enqueue", "bare: insert+notify 1/tx", 0.5),
@@ -126,6 +135,19 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison(f"{PROCESSES_CPU}2", f"{PROCESSES_CPU}1", 1.7),
     Comparison(f"{PROCESSES_NOOP}1", f"{PROCESSES_NOOP}0", 0.95),
     Comparison(f"{PROCESSES_CPU}2", CELERY_PREFORK, 1.0),
+    # Tracing (bench/tracing.py), each mode beside tracing off: the API without an SDK within
+    # 2 %, the SDK exporting nowhere within 15 %. The worker's CPU per job, steadier than the
+    # rates, and the SDK sampling one trace in ten or making one bare span per job (the SDK's
+    # own floor) are shown beside off without a goal.
+    *(
+        Comparison(tracing_figure(name, mode), tracing_figure(name, "off"), goal)
+        for name in ("enqueue", "drain")
+        for mode, goal in (("api", 0.98), ("sdk", 0.85), ("sampled", None), ("floor", None))
+    ),
+    *(
+        Comparison(tracing_figure("drain cpu", mode), tracing_figure("drain cpu", "off"))
+        for mode in ("api", "sdk", "sampled", "floor")
+    ),
 )
 
 

@@ -34,6 +34,9 @@ because every run empties the job table), then measures, each ``--runs`` times:
   20 ms, a tenth of ``--jobs``; no-op jobs, ``--jobs``), Celery's prefork pool at concurrency 2
   on the same CPU-bound jobs, and the kill -9 of a worker process to its job's ``WORKER_LOST``
   (``bench/processes.py``);
+- ``tracing``: enqueue and drain of half ``--jobs`` with tracing off, the API without an SDK,
+  the SDK exporting nowhere (all spans, one trace in ten, bare spans), each in a process of
+  its own (``bench/tracing.py``);
 - ``--only stepskill``: the kill -9 check of durable steps, both engines (``bench/steps_kill.py``).
 
 Every figure checks that each enqueued job succeeded. The report (``bench/report.py``) prints
@@ -71,7 +74,7 @@ from bench import peers, peers_env, report  # noqa: E402 - needs the root on sys
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/jobs_bench"
 SETTINGS = "bench.settings"
 READY = "runjobs: worker"
-FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers", "processes")
+FIGURES = ("enqueue", "drain", "async", "steps", "pickup", "peers", "processes", "tracing")
 #: ``--only dbos``: django_jobs' steps and pickup figures beside DBOS's (bench/peers.py), the
 #: DBOS loops whatever ``--peers`` names. Not a default of its own: the default ``peers`` has
 #: DBOS among its ``--peers``.
@@ -352,7 +355,7 @@ class Worker:
 
     def wait(self, timeout: float = 600) -> float:
         """Wait for the exit; return the CPU seconds the worker used after its ready line."""
-        watchdog = threading.Timer(timeout, self.popen.kill)
+        watchdog = threading.Timer(timeout, self._kill_stuck)
         watchdog.start()
         try:
             _, status, usage = os.wait4(self.popen.pid, 0)
@@ -363,6 +366,17 @@ class Worker:
         if self.popen.returncode != 0:
             raise SystemExit(f"runjobs exited {self.popen.returncode}:\n" + "".join(self.output))
         return usage.ru_utime + usage.ru_stime - self.ready_cpu
+
+    def _kill_stuck(self) -> None:
+        """The watchdog's: every thread's stack into the output first (SIGUSR1, which the
+        supervisor passes on to its worker processes), for the report to show where it
+        hung, then SIGKILL."""
+        try:
+            self.popen.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            self.popen.kill()
+        except ProcessLookupError:
+            pass
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -588,7 +602,7 @@ def run_once(
     if "steps" in only:
         steps_figures(args.jobs // 5 or 1, args.batch, tag, results)
     peers_of("steps")
-    module_figures(args, only, results)
+    module_figures(args, only, results, tag)
     if "pickup" in only:
         reset()
         gap = args.pickup_gap / 1000
@@ -599,7 +613,9 @@ def run_once(
     peers_of("pickup")
 
 
-def module_figures(args: argparse.Namespace, only: set[str], results: Results) -> None:
+def module_figures(
+    args: argparse.Namespace, only: set[str], results: Results, tag: str = "module"
+) -> None:
     """The figures of ``bench.phases``, ``bench.fanout`` and ``bench.memory``, so that
     ``--against`` can put them beside a revision's: one measurement each (the phases the
     minimum of three). Sizes follow ``--jobs``: 10,000 gives about the modules' own."""
@@ -636,6 +652,12 @@ def module_figures(args: argparse.Namespace, only: set[str], results: Results) -
                 max(args.jobs // 10, 100), args.jobs, "processes", celery=not args.side
             )
         )
+    if "tracing" in only:
+        from bench import tracing
+
+        # Enqueue and drain with tracing off, the API alone, the SDK (full, sampled, bare).
+        done = len(results.runs.get(report.tracing_figure("drain", "off"), []))
+        results.update(tracing.measure(args.jobs // 2, f"{tag}-tracing", args.database_url, done))
     if "stepskill" in only:
         from bench import steps_kill
 

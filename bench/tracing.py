@@ -1,5 +1,5 @@
 """What tracing costs: enqueue and drain with tracing off, with the API and no SDK, and with
-the SDK exporting to nowhere, side by side in one run.
+the SDK exporting to nowhere, side by side in one run (``python -m bench`` runs it too).
 
 Usage, from the repository root, with a local PostgreSQL::
 
@@ -10,13 +10,15 @@ Each repetition runs each mode in a fresh process (``BENCH_TRACING``, read by ``
 ``off`` (as if ``opentelemetry-api`` were not installed), ``api`` (installed, no SDK: the
 default of a project with the ``otel`` extra), ``sdk`` (a ``TracerProvider`` with a
 ``BatchSpanProcessor`` over an exporter that drops the spans), ``sampled`` (the same, keeping
-one trace in ten: ``ParentBased(TraceIdRatioBased(0.1))``). The enqueue is ``--jobs``
-single ``enqueue`` calls in autocommit; the drain is a ``manage.py runjobs --concurrency 4``
-(the worker's default processes, live events on) over those jobs, all due a moment after it
-is ready: ``jobs / (last ended_at - due)``. The report gives the medians and each mode's
-ratio to ``off``, with the goals (api within 2 %, sdk within 15 %), and the worker's CPU time
-per job (its processes', read from ``/proc`` between the due moment and the last end), whose
-ratio the machine's other load disturbs less. Each repetition starts with the next mode.
+one trace in ten: ``ParentBased(TraceIdRatioBased(0.1))``), ``floor`` (the SDK as in ``sdk``,
+each enqueue's and attempt's span bare: a name, no attribute, no link, no stored context; what
+one span costs here whatever is put on it). The enqueue is ``--jobs`` single ``enqueue``
+calls in autocommit; the drain is a ``manage.py runjobs --concurrency 4`` (the worker's
+default processes, live events on) over those jobs, all due a moment after it is ready:
+``jobs / (last ended_at - due)``. The report (``bench/report.py``) gives each mode beside
+``off``, with the goals (api within 2 %, sdk within 15 %), and the worker's CPU time per job
+(its processes', read from ``/proc`` between the due moment and the last end), which the
+machine's other load disturbs less. Each repetition starts with the next mode.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -34,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
 
-MODES = ("off", "api", "sdk", "sampled")
-GOALS = {"api": 0.98, "sdk": 0.85}
+MODES = ("off", "api", "sdk", "sampled", "floor")
 
 
 def side(jobs: int, tag: str) -> dict[str, float]:
@@ -105,24 +106,35 @@ def due_at(moment: object) -> None:
         cursor.execute("UPDATE django_jobs_job SET run_at = %s", [moment])
 
 
-def measure(jobs: int, tag: str, database_url: str) -> dict[str, dict[str, float]]:
-    """One repetition of every mode, each in a process of its own."""
+def measure(jobs: int, tag: str, database_url: str, turn: int = 0) -> dict[str, float]:
+    """One repetition of every mode, each in a process of its own, starting with mode number
+    ``turn`` (the repetition's: no mode always runs first or last); figures by name
+    (``report.tracing_figure``)."""
     figures = {}
-    # Each repetition starts with the next mode, so that no mode always runs first or last.
-    turn = int(tag.rsplit("-", 1)[1]) % len(MODES)
+    turn %= len(MODES)
+    # -P and the path as the worker's (bench.run.Worker): under ``--against`` the engine is
+    # the one PYTHONPATH names first, not the working tree's.
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for mode in MODES[turn:] + MODES[:turn]:
         done = subprocess.run(
             [
-                *(sys.executable, "-m", "bench.tracing", "--side", "--jobs", str(jobs)),
+                *(sys.executable, "-P", "-m", "bench.tracing", "--side", "--jobs", str(jobs)),
                 *("--tag", f"{tag}-{mode}", "--database-url", database_url),
             ],
             cwd=ROOT,
-            env={**os.environ, "BENCH_TRACING": mode},
+            env={
+                **os.environ,
+                "BENCH_TRACING": mode,
+                "PYTHONPATH": os.pathsep.join([*path, str(ROOT)]),
+            },
             capture_output=True,
             text=True,
-            check=True,
         )
-        figures[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        if done.returncode != 0:
+            raise SystemExit(f"bench.tracing, mode {mode}:\n{done.stdout}{done.stderr}")
+        side_figures = json.loads(done.stdout.strip().splitlines()[-1])
+        for name, value in side_figures.items():
+            figures[report.tracing_figure(name, mode)] = value
     return figures
 
 
@@ -138,27 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.side:
         print(json.dumps(side(args.jobs, args.tag)))
         return 0
-    rows: dict[tuple[str, str], list[float]] = {}
+    rows: dict[str, list[float]] = {}
     for run in range(args.runs):
-        for mode, figures in measure(
-            args.jobs, f"{time.time():.0f}-{run}", args.database_url
-        ).items():
-            for name, value in figures.items():
-                rows.setdefault((name, mode), []).append(value)
-    print(f"\n{args.jobs:,} jobs, {args.runs} run(s), {os.cpu_count()} CPUs; jobs/s (median)")
-    for name in ("enqueue", "drain"):
-        off = statistics.median(rows[(name, "off")])
-        for mode in MODES:
-            value = statistics.median(rows[(name, mode)])
-            goal = f"  (goal >= {GOALS[mode]:.2f})" if mode in GOALS else ""
-            print(f"{name:10} {mode:4} {value:10.1f}  x{value / off:.3f} of off{goal}")
-    # The worker's CPU per job (its processes', from the due moment to the last end): the
-    # other processes on the machine disturb it less than the wall clock. Below 1 is worse.
-    off = statistics.median(rows[("drain cpu", "off")])
-    for mode in MODES:
-        value = statistics.median(rows[("drain cpu", mode)])
-        goal = f"  (goal >= {GOALS[mode]:.2f})" if mode in GOALS else ""
-        print(f"drain cpu  {mode:4} {value:7.0f} us/job  x{off / value:.3f} of off{goal}")
+        figures = measure(args.jobs, f"{time.time():.0f}-{run}", args.database_url, run)
+        for name, value in figures.items():
+            rows.setdefault(name, []).append(value)
+    print(f"\n{args.jobs:,} jobs, {args.runs} run(s), {os.cpu_count()} CPUs")
+    # The same tables and goals as ``python -m bench``'s (bench/report.py): ratios within
+    # each repetition, then their median; a cpu row's ratio above 1 costs more than off.
+    print(report.figures_table(rows))
+    print()
+    print(report.side_by_side(rows))
     return 0
 
 

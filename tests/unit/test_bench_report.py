@@ -12,6 +12,7 @@ from bench.report import (
     figures_table,
     goals_met,
     side_by_side,
+    tracing_figure,
     unit,
 )
 
@@ -96,7 +97,18 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         (f"{PROCESSES_CPU}2", f"{PROCESSES_CPU}1", 1.7, True),
         (f"{PROCESSES_NOOP}1", f"{PROCESSES_NOOP}0", 0.95, True),
         (f"{PROCESSES_CPU}2", CELERY_PREFORK, 1.0, True),
+        # Tracing: the API without an SDK within 2 % of off, the SDK within 15 %.
+        ("tracing: enqueue api", "tracing: enqueue off", 0.98, True),
+        ("tracing: enqueue sdk", "tracing: enqueue off", 0.85, True),
+        ("tracing: drain api", "tracing: drain off", 0.98, True),
+        ("tracing: drain sdk", "tracing: drain off", 0.85, True),
     }
+
+
+def test_a_tracing_cpu_figure_is_in_microseconds_per_job():
+    assert tracing_figure("drain cpu", "sdk") == "tracing: drain sdk cpu"
+    assert unit(tracing_figure("drain cpu", "sdk")) == "us/job"
+    assert unit(tracing_figure("drain", "sdk")) == "jobs/s"
 
 
 # -- durable steps beside DBOS -----------------------------------------------------------------
