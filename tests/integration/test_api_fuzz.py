@@ -91,6 +91,8 @@ HOSTILE_SCHEDULE_BODIES = [
     + DEEP
     + "}",
 ]
+#: The roles every generated request is sent as: one case, made once, sent by each.
+ROLES = ("member", "operator")
 HOSTILE_HOSTS = ['C@9~ELrrhzrWV}n_n8/B$W"z.#3', "a b", "[::1", "host/path"]
 HOSTILE_KEYS = ["a\x01b", "\x7f", "tab\there", "ctl\x1b[0m"]
 
@@ -100,6 +102,7 @@ class Caller:
 
     def __init__(self, base: str, user) -> None:
         token = secrets.token_hex(16)  # 32 characters: Django's unmasked token length
+        self.username = user.username
         self.base = base
         self.headers = {
             "Cookie": f"sessionid={session_cookie(user)}; csrftoken={token}",
@@ -142,10 +145,11 @@ def ids_of(model) -> list[int]:
     return list(model.objects.values_list("pk", flat=True))
 
 
-@pytest.mark.parametrize("role", ["member", "operator"])
-def test_no_write_door_answers_5xx_and_every_read_still_answers(live, api_users, role):
+def test_no_write_door_answers_5xx_and_every_read_still_answers(live, api_users):
+    """Each generated request is sent as a member and as an operator (the two roles of the
+    API: a member's own rows, an operator's every row), one after the other, on one server."""
     server, schema = live
-    caller = Caller(server.base, getattr(api_users, role))
+    callers = [Caller(server.base, getattr(api_users, role)) for role in ROLES]
     operations = [
         result.ok() for result in schema.get_all_operations() if result.ok().label in WRITE_DOORS
     ]
@@ -164,17 +168,23 @@ def test_no_write_door_answers_5xx_and_every_read_still_answers(live, api_users,
             def fuzz(case, real_id):
                 if real_id is not None and "id" in (case.path_parameters or {}):
                     case.path_parameters["id"] = real_id  # reach the body, not only a 404
-                response = case.call(
-                    base_url=server.base, session=caller.session, headers=caller.headers
-                )
-                assert response.status_code < 500, (case.as_curl_command(), response.text)
+                for caller in callers:
+                    response = case.call(
+                        base_url=server.base, session=caller.session, headers=caller.headers
+                    )
+                    assert response.status_code < 500, (
+                        caller.username,
+                        case.as_curl_command(),
+                        response.text,
+                    )
 
             try:
                 fuzz()
             except Unsatisfiable:
                 assert mode == GenerationMode.NEGATIVE  # nothing to make invalid here
 
-    hostile(caller, known)
+    for caller in callers:
+        hostile(caller, known)
     every_read_answers(server, api_users)
 
 
@@ -188,13 +198,12 @@ READ_CHECKS = [
 ]
 
 
-@pytest.mark.parametrize("role", ["member", "operator"])
-def test_no_operation_answers_5xx_to_generated_queries_and_headers(live, api_users, role):
+def test_no_operation_answers_5xx_to_generated_queries_and_headers(live, api_users):
     """Every operation of the schema, reads included (their query parameters, page numbers
     of any size, headers), positive and negative, on the live server: no 5xx, and answers as
-    documented."""
+    documented. Each generated request is sent as a member and as an operator."""
     server, schema = live
-    caller = Caller(server.base, getattr(api_users, role))
+    callers = [Caller(server.base, getattr(api_users, role)) for role in ROLES]
     operations = [
         result.ok()
         for result in schema.get_all_operations()
@@ -215,11 +224,16 @@ def test_no_operation_answers_5xx_to_generated_queries_and_headers(live, api_use
                 if real_id is not None and "id" in (case.path_parameters or {}):
                     case.path_parameters["id"] = real_id
                 without_generated_host(case)
-                response = case.call(
-                    base_url=server.base, session=caller.session, headers=caller.headers
-                )
-                assert response.status_code < 500, (case.as_curl_command(), response.text)
-                case.validate_response(response, checks=READ_CHECKS)
+                for caller in callers:
+                    response = case.call(
+                        base_url=server.base, session=caller.session, headers=caller.headers
+                    )
+                    assert response.status_code < 500, (
+                        caller.username,
+                        case.as_curl_command(),
+                        response.text,
+                    )
+                    case.validate_response(response, checks=READ_CHECKS)
 
             try:
                 fuzz()
