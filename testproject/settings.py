@@ -184,8 +184,9 @@ if os.environ.get("JOBS_POLL_INTERVAL"):
 
 # --- live-server tests that send many requests (the API fuzz): psycopg's connection pool, as
 # docs/getting-started.md configures PostgreSQL, rather than a new connection per request ---
-if os.environ.get("DATABASE_POOL") == "1" and DATABASES["default"]["ENGINE"].endswith("postgresql"):
-    DATABASES["default"]["OPTIONS"] = {**DATABASES["default"]["OPTIONS"], "pool": True}
+_default_db: dict[str, Any] = DATABASES["default"]
+if os.environ.get("DATABASE_POOL") == "1" and str(_default_db["ENGINE"]).endswith("postgresql"):
+    _default_db["OPTIONS"] = {**_default_db["OPTIONS"], "pool": True}
 
 # --- behind PgBouncer in transaction mode (before 1.21): either setting docs/configuration.md
 # asks for, on Django's default OPTIONS (a numeric prepare_threshold, like the one above, has
