@@ -55,9 +55,9 @@ from .child import RECYCLE_EXIT
 from .context import LiveState
 from .executor import Executor
 from .hooks import call_hooks
+from .interrupts import install_stack_dump, remove_stack_dump
 from .loops import bound_silent_network
 from .runner import publish_recorded
-from .stacks import install_stack_dump, remove_stack_dump
 
 logger = logging.getLogger("django_jobs.worker")
 

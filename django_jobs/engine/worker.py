@@ -46,13 +46,13 @@ from .child import RECYCLE_EXIT, ParentChannel, resident_memory
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .hooks import call_hooks
+from .interrupts import install_stack_dump, watch_signals
 from .limits import claim_within_limits
 from .loops import bound_silent_network, close_thread_loop, drop_broken_connections
 from .maintenance import end_expired_jobs, prune_expired, prune_workers, rescue_stale
 from .publish import publish, writer
 from .runner import begin_attempt, publish_recorded
 from .scheduler import tick_until
-from .stacks import install_stack_dump
 from .step_writer import LEADERS, StepWriter
 
 logger = logging.getLogger("django_jobs.worker")
@@ -229,23 +229,22 @@ class Worker:
         install_stack_dump()
         if self.parent is not None:
             # Under a supervisor: it alone decides. A Ctrl-C reaches the whole process group:
-            # the parent forwards it as SIGTERM, and SIGTERMs after the first change nothing
-            # (the parent kills with SIGKILL when it means now).
+            # the parent forwards it as SIGTERM.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, lambda signum, frame: self.stop())
-            return
+            watch_signals(self._on_signal, (signal.SIGTERM,))
+        else:
+            watch_signals(self._on_signal, (signal.SIGTERM, signal.SIGINT))
 
-        def handle(signum: int, frame: Any) -> None:
-            if self.stopping.is_set():
-                logger.warning(
-                    "Second signal: exiting now; unfinished jobs return after the lease."
-                )
-                os._exit(1)
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM or SIGINT, in the signal thread (``engine.interrupts``): finish the jobs in
+        flight and stop; a second one alone exits at once. Under a supervisor, SIGTERMs after
+        the first change nothing (the parent kills with SIGKILL when it means now)."""
+        if self.parent is None and self.stopping.is_set():
+            logger.warning("Second signal: exiting now; unfinished jobs return after the lease.")
+            os._exit(1)
+        if self.parent is None:
             logger.info("Signal %s: finishing in-flight jobs, claiming no more.", signum)
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        self.stop()
 
     def stop(self) -> None:
         self.stopping.set()

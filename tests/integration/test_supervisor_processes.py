@@ -225,3 +225,40 @@ def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(spawn, tmp_pa
     marker.touch()
     wait_for(lambda: refreshed(job).state == "succeeded", "the job finished", worker)
     assert terminate(worker) == 0
+
+
+# As ``Event.wait`` holds its condition's lock when it wakes, this script's main thread holds
+# the worker's ``wake`` lock when SIGTERM lands, and runs bytecodes (where Python runs its
+# handlers) before it lets go. A handler that set the event there would wait for its own
+# thread forever: the worker would never stop.
+SIGNAL_UNDER_LOCK = """
+import os, signal, django
+django.setup()
+from django_jobs.engine.worker import Worker
+worker = Worker(concurrency=1, scheduler=False, fleet_row=False)
+worker.install_signal_handlers()
+with worker.wake._cond:
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(100_000):
+        pass
+print("stopping" if worker.stopping.wait(10) and worker.wake.is_set() else "running", flush=True)
+"""
+
+
+def test_a_sigterm_that_lands_while_the_claim_loop_holds_its_wake_lock_still_stops_the_worker(
+    worker_env,
+):
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SIGNAL_UNDER_LOCK],
+            env=worker_env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the worker hung on its own lock:\n{exc.stderr}") from None
+    assert done.stdout.strip() == "stopping", done.stderr
