@@ -295,6 +295,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def engine_pythonpath() -> str:
+    """The PYTHONPATH of a benchmark subprocess started with ``python -P``: this process's
+    (``--against`` puts a revision's engine first there), then the repository's root."""
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([*path, str(ROOT)])
+
+
 class Worker:
     """One ``manage.py runjobs`` subprocess; notes when its ready line appears."""
 
@@ -305,12 +312,11 @@ class Worker:
         worker's); ``env``: variables over this process's (its ``DATABASE_URL``)."""
         # -P: manage.py's folder is not put first on the path, so the engine is whichever
         # PYTHONPATH names first (``--against`` puts a revision's there), the root after it.
-        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": SETTINGS,
             "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": os.pathsep.join([*path, str(ROOT)]),
+            "PYTHONPATH": engine_pythonpath(),
             **(env or {}),
         }
         self.spawned = time.time()

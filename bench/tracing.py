@@ -37,7 +37,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
+from bench.run import (  # noqa: E402
+    DEFAULT_URL,
+    Worker,
+    engine_pythonpath,
+    prepare_database,
+    reset,
+    sql,
+)
 
 MODES = ("off", "api", "sdk", "sampled", "floor")
 #: The drain runs this many times the jobs enqueued one by one: those, and the rest enqueued
@@ -122,9 +129,7 @@ def measure(jobs: int, tag: str, database_url: str, turn: int = 0) -> dict[str, 
     (``report.tracing_figure``)."""
     figures = {}
     turn %= len(MODES)
-    # -P and the path as the worker's (bench.run.Worker): under ``--against`` the engine is
-    # the one PYTHONPATH names first, not the working tree's.
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # -P and the worker's path: under ``--against`` the engine is the revision's.
     for mode in MODES[turn:] + MODES[:turn]:
         done = subprocess.run(
             [
@@ -135,7 +140,7 @@ def measure(jobs: int, tag: str, database_url: str, turn: int = 0) -> dict[str, 
             env={
                 **os.environ,
                 "BENCH_TRACING": mode,
-                "PYTHONPATH": os.pathsep.join([*path, str(ROOT)]),
+                "PYTHONPATH": engine_pythonpath(),
             },
             capture_output=True,
             text=True,
