@@ -241,7 +241,9 @@ with worker.wake._cond:
     os.kill(os.getpid(), signal.SIGTERM)
     for _ in range(100_000):
         pass
-print("stopping" if worker.stopping.wait(10) and worker.wake.is_set() else "running", flush=True)
+# The signal thread sets stopping, then wake (once the lock above is let go).
+stopped = worker.stopping.wait(10) and worker.wake.wait(10)
+print("stopping" if stopped else "running", flush=True)
 """
 
 
