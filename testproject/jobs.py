@@ -101,6 +101,23 @@ def slow(ctx):
     return {"slow": True}
 
 
+@job("test.busy", idempotency_key="payload", retry=Retry(attempts=1))
+def busy(ctx):
+    """Pure Python until the file named in the payload exists: frames made and freed without a
+    pause, what a stack dump must read safely."""
+    _record(ctx, "busy-start")
+    marker = Path(ctx.payload["until"])
+    rounds = 0
+    while not marker.exists():
+        for _ in range(100):
+            rounds += _nested(20)
+    return {"rounds": rounds}
+
+
+def _nested(depth: int) -> int:
+    return sum(n for n in range(10)) if depth == 0 else _nested(depth - 1)
+
+
 @job("test.hard_limit", idempotency_key="payload", time_limit="2s", retry=Retry(attempts=1))
 def past_its_hard_limit(ctx):
     """Sleeps in one C call far past its hard limit: only ending its process stops it."""

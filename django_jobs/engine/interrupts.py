@@ -10,19 +10,22 @@ the pipe and act, outside any lock of the main thread. (The supervisor's handler
 to a deque, which takes no lock, and its loop reads the same kind of pipe.)
 
 SIGUSR1 prints every thread's stack to stderr, as Celery's worker does: what an operator
-reaches for when a worker seems stuck (``kill -USR1 PID``). The handler is faulthandler's,
-written in C: it prints even when every Python thread is stuck, as in the case above.
+reaches for when a worker seems stuck (``kill -USR1 PID``). It is printed by that same thread
+(or the supervisor's loop) from ``sys._current_frames()``, holding the GIL, and never by
+faulthandler's C handler: that one reads the other threads' frames while they run, and a
+thread that is busy in Python can free a frame under it (a segmentation fault, the worker
+gone). A thread stuck in a lock or a blocking call lets go of the GIL, so it still answers.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import io
 import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterable
+from typing import TextIO
 
 
 def watch_signals(act: Callable[[int], None], signums: Iterable[int]) -> None:
@@ -50,23 +53,25 @@ def _act_in_thread(signum: int, frame: object) -> None:
     installed so that the signal does not take its default action."""
 
 
-def install_stack_dump(*, chain: bool = False) -> bool:
-    """Print every thread's stack to stderr on SIGUSR1. ``chain``: the Python-level handler
-    set before this one runs too (the supervisor's, which passes the signal on to its worker
-    processes). False where it cannot be installed: no SIGUSR1 (Windows), or a stderr without
-    a file descriptor (a captured stream)."""
-    signum = getattr(signal, "SIGUSR1", None)
-    if signum is None:
-        return False
+def print_stacks(file: TextIO | None = None) -> None:
+    """Every thread's stack, most recent call first, in faulthandler's format with each
+    thread's name: ``Thread 0x... (name) (most recent call first):``, then a ``File`` line for
+    each frame. To ``file`` (stderr by default), in one write."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    current = threading.get_ident()
+    lines: list[str] = []
+    for ident, frame in sys._current_frames().items():
+        which = "Current thread" if ident == current else "Thread"
+        lines.append(f"{which} 0x{ident:016x} ({names.get(ident, '?')}) (most recent call first):")
+        frames = traceback.walk_stack(frame)  # from the most recent call back
+        lines.extend(
+            f'  File "{entry.filename}", line {entry.lineno} in {entry.name}'
+            for entry in traceback.StackSummary.extract(frames, lookup_lines=False)
+        )
+        lines.append("")
+    out = file or sys.stderr
     try:
-        faulthandler.register(signum, file=sys.stderr, all_threads=True, chain=chain)
-    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
-        return False
-    return True
-
-
-def remove_stack_dump() -> None:
-    """Undo ``install_stack_dump``: SIGUSR1's handler before it is back."""
-    signum = getattr(signal, "SIGUSR1", None)
-    if signum is not None:
-        faulthandler.unregister(signum)
+        out.write("\n".join(lines) + "\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass  # a closed or broken stderr: nothing to print to

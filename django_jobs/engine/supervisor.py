@@ -55,7 +55,7 @@ from .child import RECYCLE_EXIT
 from .context import LiveState
 from .executor import Executor
 from .hooks import call_hooks
-from .interrupts import install_stack_dump, remove_stack_dump
+from .interrupts import print_stacks
 from .loops import bound_silent_network
 from .runner import publish_recorded
 
@@ -145,9 +145,6 @@ class Supervisor:
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1)
         previous = {signum: signal.signal(signum, self._on_signal) for signum in handled}
-        # SIGUSR1: this process's stacks at once (faulthandler), then, from the loop, the
-        # signal passed on to each worker process, which prints its own.
-        install_stack_dump(chain=True)
         try:
             # The parent's own connection, as long-lived as a worker's: the same options.
             connections[self.alias].close()
@@ -187,7 +184,6 @@ class Supervisor:
                         logger.warning("Python files changed: starting new worker processes.")
                         self.new_generation()
         finally:
-            remove_stack_dump()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             signal.set_wakeup_fd(old_wakeup)
@@ -220,6 +216,9 @@ class Supervisor:
             if signum == signal.SIGCHLD:
                 continue  # reap_children looks at every child each turn
             if signum == signal.SIGUSR1:
+                # This process's stacks, then the signal passed on to each worker process,
+                # which prints its own.
+                print_stacks()
                 for child in self.children:
                     self._signal(child, signal.SIGUSR1)  # each prints its threads' stacks
                 continue

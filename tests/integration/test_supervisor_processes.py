@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from django_jobs.models import Job
-from testproject.jobs import async_past_its_hard_limit, past_its_hard_limit, record, slow
+from testproject.jobs import async_past_its_hard_limit, busy, past_its_hard_limit, record, slow
 from testproject.models import Execution
 from tests.integration.test_worker_processes import exit_code, terminate, wait_for
 
@@ -220,10 +220,28 @@ def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(spawn, tmp_pa
     assert "(most recent call first)" in output
     assert output.count("Current thread") + output.count("Thread 0x") >= 2
     if processes == "1":
-        # The parent's own stack too: its loop waits in select().
-        assert "in _wait\n" in output
+        # The parent's own stack too: its loop, where it acts on the signal.
+        assert "in _handle_signals\n" in output
     marker.touch()
     wait_for(lambda: refreshed(job).state == "succeeded", "the job finished", worker)
+    assert terminate(worker) == 0
+
+
+@pytest.mark.parametrize("processes", ["0", "1"])
+def test_stack_dumps_of_a_job_busy_in_python_never_crash_the_worker(spawn, tmp_path, processes):
+    """A dump that read the threads' frames from a C signal handler while they ran
+    (faulthandler's) crashed a busy process within a few hundred dumps: a job's frames freed
+    under it. A hundred dumps here, each awaited in the output, and the job still succeeds."""
+    marker = tmp_path / "go"
+    job = busy.enqueue({"until": str(marker)})
+    worker = spawn("runjobs", "--processes", processes, "--concurrency", "1", "--no-scheduler")
+    wait_for(lambda: job.pk in started_pids("busy-start"), "job started", worker)
+    for dumps in range(1, 101):
+        worker.popen.send_signal(signal.SIGUSR1)
+        wait_for(lambda n=dumps: worker.output().count("in busy\n") >= n, f"dump {dumps}", worker)
+    marker.touch()
+    wait_for(lambda: refreshed(job).state == "succeeded", "the job finished", worker)
+    assert worker.output().count("in busy\n") == 100
     assert terminate(worker) == 0
 
 
