@@ -219,6 +219,8 @@ def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(spawn, tmp_pa
     output = worker.output()
     assert "(most recent call first)" in output
     assert output.count("Current thread") + output.count("Thread 0x") >= 2
+    # Each thread headed by its name: the one that printed (the worker's signal thread).
+    assert "(jobs-signals) (most recent call first)" in output
     if processes == "1":
         # The parent's own stack too: its loop, where it acts on the signal.
         assert "in _handle_signals\n" in output
