@@ -78,6 +78,12 @@ CELERY_FEATURES = [
     "worker_max_memory_per_child",
     "inspect",
     "cancel_consumer",
+    # And what a Celery team reaches for besides, where the answer differs.
+    "terminate=True",
+    "purge",
+    "task_reject_on_worker_lost",
+    "worker_prefetch_multiplier",
+    "autoscale",
 ]
 
 
