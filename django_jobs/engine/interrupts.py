@@ -25,7 +25,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
-from typing import TextIO
 
 
 def watch_signals(act: Callable[[int], None], signums: Iterable[int]) -> None:
@@ -53,10 +52,14 @@ def _act_in_thread(signum: int, frame: object) -> None:
     installed so that the signal does not take its default action."""
 
 
-def print_stacks(file: TextIO | None = None) -> None:
-    """Every thread's stack, most recent call first, in faulthandler's format with each
-    thread's name: ``Thread 0x... (name) (most recent call first):``, then a ``File`` line for
-    each frame. To ``file`` (stderr by default), in one write."""
+#: The signal that asks for ``print_stacks``: SIGUSR1 where the platform has it (not Windows).
+STACK_SIGNALS: tuple[int, ...] = (signal.SIGUSR1,) if hasattr(signal, "SIGUSR1") else ()
+
+
+def print_stacks() -> None:
+    """Every thread's stack on stderr, most recent call first, in faulthandler's format with
+    each thread's name: ``Thread 0x... (name) (most recent call first):``, then a ``File`` line
+    for each frame. In one write."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     current = threading.get_ident()
     lines: list[str] = []
@@ -69,9 +72,8 @@ def print_stacks(file: TextIO | None = None) -> None:
             for entry in traceback.StackSummary.extract(frames, lookup_lines=False)
         )
         lines.append("")
-    out = file or sys.stderr
     try:
-        out.write("\n".join(lines) + "\n")
-        out.flush()
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
     except (OSError, ValueError):
         pass  # a closed or broken stderr: nothing to print to

@@ -46,7 +46,7 @@ from .child import RECYCLE_EXIT, ParentChannel, resident_memory
 from .context import LiveState
 from .executor import Executor, describe_exception, hang_grace
 from .hooks import call_hooks
-from .interrupts import print_stacks, watch_signals
+from .interrupts import STACK_SIGNALS, print_stacks, watch_signals
 from .limits import claim_within_limits
 from .loops import bound_silent_network, close_thread_loop, drop_broken_connections
 from .maintenance import end_expired_jobs, prune_expired, prune_workers, rescue_stale
@@ -225,21 +225,20 @@ class Worker:
 
     def install_signal_handlers(self) -> None:
         # SIGUSR1 prints every thread's stack to stderr, as Celery's worker does.
-        stacks = (signal.SIGUSR1,) if hasattr(signal, "SIGUSR1") else ()
         if self.parent is not None:
             # Under a supervisor: it alone decides. A Ctrl-C reaches the whole process group:
             # the parent forwards it as SIGTERM.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            watch_signals(self._on_signal, (signal.SIGTERM, *stacks))
+            watch_signals(self._on_signal, (signal.SIGTERM, *STACK_SIGNALS))
         else:
-            watch_signals(self._on_signal, (signal.SIGTERM, signal.SIGINT, *stacks))
+            watch_signals(self._on_signal, (signal.SIGTERM, signal.SIGINT, *STACK_SIGNALS))
 
     def _on_signal(self, signum: int) -> None:
         """In the signal thread (``engine.interrupts``). SIGUSR1: every thread's stack on
         stderr. SIGTERM or SIGINT: finish the jobs in flight and stop; a second one alone exits
         at once. Under a supervisor, SIGTERMs after the first change nothing (the parent kills
         with SIGKILL when it means now)."""
-        if signum == getattr(signal, "SIGUSR1", None):
+        if signum in STACK_SIGNALS:
             print_stacks()
             return
         if self.parent is None and self.stopping.is_set():
