@@ -11,8 +11,8 @@ import pytest
 from django.db import transaction
 
 from django_jobs import InvalidPayload, Retry, job
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 from testproject.jobs import canvas_add, canvas_batch, canvas_echo, render
 from testproject.models import Execution

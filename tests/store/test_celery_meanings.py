@@ -13,8 +13,8 @@ import time_machine
 
 from django_jobs import Retry, chain, group, job
 from django_jobs.canvas import FLOW_KIND
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 from testproject.jobs import canvas_add, canvas_batch, canvas_echo, canvas_total
 from testproject.models import Execution
@@ -305,6 +305,6 @@ def test_a_batch_loop_with_new_arguments_is_not_mistaken_for_a_repeat():
 
 
 def test_the_flow_kind_is_still_registered_on_the_default_engine():
-    from django_jobs.registry import lookup
+    from django_jobs.kinds.registry import lookup
 
     assert lookup(FLOW_KIND).engine == "default"
