@@ -84,6 +84,15 @@ class Job(models.Model):
     # written by the insert itself when a span was active (docs/observability.md), and the
     # context of the job's last attempt (``previous``) that a retry links to. None: untraced.
     trace_context = models.JSONField(null=True, blank=True, editable=False)
+    # Every run of the job, oldest first: ``{attempt, started_at, ended_at, worker, pid,
+    # outcome, error}``, appended by the statement that records the run's outcome (SPEC §18).
+    attempt_history = models.JSONField(
+        default=list,
+        db_default=models.Value([], output_field=models.JSONField()),
+        blank=True,
+        editable=False,
+        decoder=ReadableJSONDecoder,
+    )
 
     class Meta:
         ordering = ["-id"]
@@ -425,7 +434,7 @@ def worker_name(worker_id: str | None) -> str | None:
 
 class Worker(models.Model):
     """One running worker process (``runjobs``): written at its start, at each heartbeat and
-    as it stops (``django_jobs.engine.fleet``). Stopped rows are pruned after a day."""
+    as it stops (``django_jobs.engine.rows.fleet``). Stopped rows are pruned after a day."""
 
     name = models.CharField(max_length=200, unique=True)
     hostname = models.CharField(max_length=200)
@@ -443,6 +452,11 @@ class Worker(models.Model):
     jobs_running = models.IntegerField(default=0)
     jobs_done = models.BigIntegerField(default=0)
     version = models.CharField(max_length=50, blank=True, default="")
+    # Its job processes (SPEC §15): per child ``{pid, generation, started_at, rss_bytes,
+    # jobs_done, restarts, job_ids}``, written at each heartbeat.
+    processes_detail = models.JSONField(
+        default=list, db_default=models.Value([], output_field=models.JSONField()), blank=True
+    )
 
     class Meta:
         ordering = ["name"]
