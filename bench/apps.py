@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
 
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
+
+from bench.engine_paths import engine_module, engine_name
 
 
 class BenchConfig(AppConfig):
@@ -32,6 +35,10 @@ class BenchConfig(AppConfig):
             engine_alone()
         # BENCH_TRACING (``bench.tracing``): off, api (the API, no SDK), sdk, sampled or floor.
         tracing_mode(os.environ.get("BENCH_TRACING", "api"))
+        # The ``celery`` figures' task, where the engine measured has the layer (a revision
+        # of ``--against`` may predate it).
+        if importlib.util.find_spec("django_jobs.celery") is not None:
+            import bench.celery_layer  # noqa: F401 - registers its task
 
 
 def tracing_mode(mode: str) -> None:
@@ -41,8 +48,7 @@ def tracing_mode(mode: str) -> None:
     in ten (``ParentBased(TraceIdRatioBased(0.1))``), as a busy production site would;
     ``floor``: the SDK as ``sdk``, each span bare (``bare_spans``)."""
     if mode == "off":
-        from django_jobs.engine import tracing
-
+        tracing = engine_module("django_jobs.engine.observe.tracing")
         tracing._api = None  # what the module holds when the import failed
     elif mode in ("sdk", "sampled", "floor"):
         from opentelemetry import trace
@@ -71,7 +77,7 @@ def bare_spans() -> None:
     attribute, no link, no context stored or read; still made current and ended as the
     engine's are. The floor under any instrumentation: what the SDK costs for one span here,
     to read beside the ``sdk`` mode's full spans (``bench.tracing``)."""
-    from django_jobs.engine import tracing
+    tracing = engine_module("django_jobs.engine.observe.tracing")
 
     def send_start(self: Any) -> None:
         self.span = self.tracer.start_span("send")
@@ -92,13 +98,13 @@ def bare_spans() -> None:
 def engine_alone() -> None:
     """Store no event rows in this process (``--live-events off``)."""
     try:
-        from django_jobs.engine.publish import store_events
+        store_events = engine_name("django_jobs.engine.rows.publish", "store_events")
     except ImportError:
         # An engine from before one event path (``--against`` an older revision): its
         # receiver and its insert's job.created had switches of their own.
         from django_jobs import signals
-        from django_jobs.engine.admission import set_created_events  # type: ignore[attr-defined]
 
+        set_created_events = engine_name("django_jobs.engine.rows.admission", "set_created_events")
         signals.job_event.disconnect(dispatch_uid="django_jobs.events.outbox")
         set_created_events(None)
         return

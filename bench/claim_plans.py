@@ -46,7 +46,13 @@ from bench.growth import (  # noqa: E402 - needs the root on sys.path first
     reset_noops,
     sql_autocommit,
 )
-from bench.run import DEFAULT_URL, percentile, prepare_database, reset  # noqa: E402
+from bench.harness import (  # noqa: E402
+    DEFAULT_URL,
+    enqueue_in_batches,
+    percentile,
+    prepare_database,
+    reset,
+)
 
 #: Each way's session setting and whether psycopg prepares the statement.
 WAYS: dict[str, tuple[str | None, bool]] = {
@@ -112,8 +118,6 @@ def latencies(url: str, way: str, claims: int, gap: float, tag: str) -> list[flo
 
 def kept_plan(url: str, queued: int, tag: str) -> dict[str, float]:
     """Claims on the generic plan made before ``queued`` jobs arrived, and planned ones."""
-    from bench.run import enqueue_in_batches
-
     with connect(url, "generic") as kept, connect(url, "planned") as fresh:
         timed_claim(kept, "generic")  # the plan is made now, on the table as it is
         enqueue_in_batches(queued, 1_000, tag)

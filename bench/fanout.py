@@ -19,21 +19,23 @@ import argparse
 import os
 import time
 
-from bench.run import DEFAULT_URL, claim_due, prepare_database, reset
+from bench.engine_paths import engine_name
+from bench.harness import DEFAULT_URL, claim_due, prepare_database, reset
 
 
 def drain() -> int:
-    from django_jobs.engine.context import LiveState
-    from django_jobs.engine.executor import Executor
     from django_jobs.store import get_store
 
-    store, executor = get_store(), Executor("bench-fanout")
+    live_state = engine_name("django_jobs.engine.run.context", "LiveState")
+    executor_class = engine_name("django_jobs.engine.run.executor", "Executor")
+
+    store, executor = get_store(), executor_class("bench-fanout")
     ran = 0
     while True:
         claimed = claim_due(store, "bench-fanout", 64)
         if not claimed:
             return ran
-        store.record([executor.run(job, LiveState(job)) for job in claimed])
+        store.record([executor.run(job, live_state(job)) for job in claimed])
         ran += len(claimed)
 
 

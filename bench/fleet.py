@@ -44,8 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.netns import Hosts, available  # noqa: E402 - needs the root on sys.path first
-from bench.run import (  # noqa: E402 - needs the root on sys.path first
+from bench.harness import (  # noqa: E402 - needs the root on sys.path first
     DEFAULT_URL,
     Worker,
     cpu_seconds,
@@ -53,6 +52,7 @@ from bench.run import (  # noqa: E402 - needs the root on sys.path first
     reset,
     sql,
 )
+from bench.netns import Hosts, available  # noqa: E402 - needs the root on sys.path first
 
 
 def postgres_pids(database: str) -> list[int]:

@@ -13,11 +13,11 @@ model has gets a value the model wrote. Then, beside them:
 - ``drain``: ``--jobs`` no-op jobs enqueued in batches of 1,000 and drained by one
   ``runjobs --burst --concurrency 4``; rate = jobs / (last ``ended_at`` - ready line);
 - ``pickup``: an idle worker while ``--pickup-jobs`` jobs are enqueued 10 ms apart; latency =
-  from the clock reading before ``enqueue`` to the runner's first line (``bench.run.pickup``;
+  from the clock reading before ``enqueue`` to the runner's first line (``bench.harness.pickup``;
   p50, p95, p99);
 - ``claim index``: the size of the partial claim index, which holds only queued and waiting
   rows, whatever the ended rows number; beside it the table's with all its indexes;
-- ``prune``: ``retention.prune("1h")`` (what ``manage.py jobs prune --older-than 1h`` runs)
+- ``prune``: ``maintenance.prune("1h")`` (what ``manage.py jobs prune --older-than 1h`` runs)
   deletes the ended rows in its batches of 2,000; rate = rows deleted / its wall time.
 
 Each figure is printed with the load average (1 minute): the machine's cores are shared.
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.run import (  # noqa: E402 - needs the root on sys.path first
+from bench.harness import (  # noqa: E402 - needs the root on sys.path first
     DEFAULT_URL,
     drain,
     enqueue_in_batches,
@@ -121,7 +121,7 @@ def table_bytes() -> int:
 
 def prune_all() -> tuple[int, float]:
     """Prune every filler row as ``jobs prune --older-than 1h`` does: (rows, rows/s)."""
-    from django_jobs.retention import prune
+    from django_jobs.engine.maintenance import prune
 
     began = time.perf_counter()
     result = prune("1h")

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from django_jobs import job
+from django_jobs import Retry, job
 
 KIND = "bench.noop"
 
@@ -25,6 +25,23 @@ PICKUP_KIND = "bench.pickup"
 def pickup(ctx: object) -> float:
     """The pickup's job: milliseconds from the payload's ``at`` (the producer's clock reading
     just before ``enqueue``) to its runner's first line; a no-op otherwise."""
+    return (time.time() - ctx.payload["at"]) * 1000  # type: ignore[attr-defined]
+
+
+#: The same two with a soft time limit (and so a hard one, ``timeout`` + ``KILL_GRACE``) that
+#: no job reaches: the cost of arming and disarming the limits of every job (``bench.run``'s
+#: ``limits`` figures).
+LIMITED_TIMEOUT = "1h"
+
+
+@job("bench.noop_limited", idempotency_key="payload", timeout=LIMITED_TIMEOUT)
+def noop_limited(ctx: object) -> None:
+    return None
+
+
+@job("bench.pickup_limited", idempotency_key="payload", timeout=LIMITED_TIMEOUT)
+def pickup_limited(ctx: object) -> float:
+    """``pickup`` with a time limit."""
     return (time.time() - ctx.payload["at"]) * 1000  # type: ignore[attr-defined]
 
 
@@ -102,3 +119,21 @@ def hold(ctx: object) -> None:
     with open(ctx.payload["pidfile"], "w") as out:  # type: ignore[attr-defined]
         out.write(str(os.getpid()))
     time.sleep(60)
+
+
+@job("bench.hold_first", idempotency_key="payload", retry=Retry(attempts=3))
+def hold_first(ctx: object) -> None:
+    """Appends its pid to the payload's ``pidfile``; its first attempt then runs until its
+    process is killed (or 60 s pass), a later one returns at once (``bench.processes``: kill -9
+    to the job running again)."""
+    with open(ctx.payload["pidfile"], "a") as out:  # type: ignore[attr-defined]
+        out.write(f"{os.getpid()}\n")
+    if ctx.attempt == 1:  # type: ignore[attr-defined]
+        time.sleep(60)
+
+
+@job("bench.noop_per_call", idempotency_key="call")
+def noop_per_call(ctx: object) -> None:
+    """A no-op whose every enqueue is a job of its own, as every Celery call is: the native
+    side of the ``celery`` figures (``bench/celery_layer.py``)."""
+    return None

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
+from bench.harness import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
 
 BATCH = 1_000
 

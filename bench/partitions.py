@@ -11,7 +11,7 @@ its columns and indexes. Two tables get them:
 
 - ``plain``: ``CREATE TABLE ... (LIKE django_jobs_job INCLUDING ALL)``: the same columns,
   defaults, primary key and indexes, partial ones included, as the engine's table today. It is
-  pruned as ``engine/maintenance.py`` prunes: in transactions of 2,000 rows, each one locking
+  pruned as ``engine/maintenance/duties.py`` prunes: in transactions of 2,000 rows, each one locking
   the oldest expired ended rows (``FOR UPDATE SKIP LOCKED``), deleting their steps (a scratch
   copy of ``django_jobs_jobstep``, empty here, so its cost is one index probe per batch), then
   the rows.
@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.run import DEFAULT_URL, prepare_database  # noqa: E402 - needs the root on sys.path
+from bench.harness import DEFAULT_URL, prepare_database  # noqa: E402 - needs the root on sys.path
 
 SCHEMA = "bench_partitions"
 SOURCE = "django_jobs_job"

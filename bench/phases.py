@@ -12,16 +12,18 @@ import argparse
 import os
 import time
 
-from bench.run import DEFAULT_URL, claim_due, prepare_database, reset
+from bench.engine_paths import engine_name
+from bench.harness import DEFAULT_URL, claim_due, prepare_database, reset
 
 
 def measure(jobs: int) -> dict[str, float]:
     from bench.jobs import noop
-    from django_jobs.engine.context import LiveState
-    from django_jobs.engine.executor import Executor
     from django_jobs.store import get_store
 
-    store, executor = get_store(), Executor("bench-phases")
+    live_state = engine_name("django_jobs.engine.run.context", "LiveState")
+    executor_class = engine_name("django_jobs.engine.run.executor", "Executor")
+
+    store, executor = get_store(), executor_class("bench-phases")
     reset()
     payloads = [{"n": i} for i in range(jobs)]
     started = time.process_time()
@@ -40,7 +42,7 @@ def measure(jobs: int) -> dict[str, float]:
         claim += ran - started
         if not claimed:
             break
-        outcomes = [executor.run(job, LiveState(job)) for job in claimed]
+        outcomes = [executor.run(job, live_state(job)) for job in claimed]
         recorded = time.process_time()
         execute += recorded - ran
         store.record(outcomes)

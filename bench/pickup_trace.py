@@ -2,10 +2,10 @@
 
 The pickup figure (``python -m bench --only pickup``) gives one number per job: from the clock
 reading just before ``enqueue`` to the runner's first line. This splits it. An idle worker
-(``runjobs --concurrency 4``, not burst, live events as ``--live-events`` says) runs in its
-own process with a clock reading patched in at each step a job passes; this process enqueues
-``--jobs`` jobs ``--gap`` ms apart (``bench.pickup``, as the figure does) and times its own
-insert statement. It prints each step's p50 in ms:
+(``runjobs --processes 0 --concurrency 4``, not burst, live events as ``--live-events``
+says) runs in its own process with a clock reading patched in at each step a job passes; this
+process enqueues ``--jobs`` jobs ``--gap`` ms apart (``bench.pickup``, as the figure does)
+and times its own insert statement. It prints each step's p50 in ms:
 
 - ``enqueue, before its statement``: validation, keys, the ``job.created`` text;
 - ``insert statement``: its round trip, the commit included (the NOTIFY goes out at commit);
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import importlib
 import json
 import os
 import signal
@@ -38,7 +37,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.run import DEFAULT_URL, listening, paced_pickups, prepare_database, reset, sql, wait_for
+from bench.engine_paths import engine_module
+from bench.harness import (
+    DEFAULT_URL,
+    listening,
+    paced_pickups,
+    prepare_database,
+    reset,
+    sql,
+    wait_for,
+)
 
 STEPS = (
     "enqueue, before its statement",
@@ -55,11 +63,14 @@ STEPS = (
 
 
 #: What the trace patches, as "module:Owner.name": the test suite checks that each is there.
-LISTENER = "django_jobs.store.postgres:_Listener.wait_notifications"
-WORKER_INIT = "django_jobs.engine.worker:Worker.__init__"
-CLAIM_CURSOR = "django_jobs.store.postgres:_PlanningCursor.execute"
+#: Each module by its path today; an engine from before its move is patched at the path it had
+#: then (``bench.engine_paths``). ``EXECUTE`` is the method each job is handed to, on its
+#: executor thread.
+LISTENER = "django_jobs.store.postgres.listen:_Listener.wait_notifications"
+WORKER_INIT = "django_jobs.engine.worker.worker:Worker.__init__"
+CLAIM_CURSOR = "django_jobs.store.postgres.cursors:_PlanningCursor.execute"
 JOBS_FROM = "django_jobs.store.base:Store.jobs_from"
-EXECUTE = "django_jobs.engine.worker:Worker._execute"
+EXECUTE = "django_jobs.engine.worker.worker:Worker._execute"
 INSERT = "django_jobs.store.postgres:PostgresStore._insert_rows"
 PATCHED = (LISTENER, WORKER_INIT, CLAIM_CURSOR, JOBS_FROM, EXECUTE, INSERT)
 
@@ -69,7 +80,7 @@ def resolve(target: str) -> tuple[Any, str]:
     module, _, path = target.partition(":")
     *owners, name = path.split(".")
     try:
-        owner: Any = importlib.import_module(module)
+        owner: Any = engine_module(module)
         for part in owners:
             owner = getattr(owner, part)
         getattr(owner, name)
@@ -152,7 +163,10 @@ def worker_main(out: str) -> None:
     _patch(JOBS_FROM, built)
     _patch(EXECUTE, handed)
     try:
-        call_command("runjobs", "--concurrency", "4", "--no-scheduler")
+        # --processes 0: the jobs run in this process, where the readings are patched in. A
+        # worker process under the default supervisor is a fresh ``runjobs --processes 0`` of
+        # its own, which none of them would reach; the steps a job passes are the same.
+        call_command("runjobs", "--processes", "0", "--concurrency", "4", "--no-scheduler")
     finally:
         with open(out, "w") as file:
             json.dump(stamps, file)

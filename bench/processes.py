@@ -15,6 +15,17 @@ of pure Python a job (``bench.burn``, calibrated here); the no-op kind nothing. 
 ``bench.hold`` job; its child is killed with SIGKILL and the time until the job's row says
 ``WORKER_LOST`` is read by polling the row every 2 ms. Every job must succeed exactly once.
 
+Starting children (``--starts`` alone): a child's start, from the SIGKILL of an idle child of a
+``--processes 3`` worker to its replacement's ready line (the supervisor's "Worker process N
+ready", seen by reading the output every 2 ms), two kills per slot, the median; beside it the
+start the supervisor logs (from asking the template to the child's READY). Then the CPU-bound
+drain with ``--processes 2 --max-jobs-per-child 3`` right after the same drain without
+recycling (goal: at least 0.7 of it). Then kill -9 to running again: a ``bench.hold_first`` job
+runs in one child of a ``--processes 2`` worker, 3,000 CPU-bound jobs are queued behind it, its
+child is killed, and the time until the job's next attempt starts (its pid appended to a file
+read every 2 ms) is taken, three times, the median: how soon a job lost with its process runs
+again under a backlog (goal: under 1 s).
+
 Beside them, right after ``--processes 2``: Celery's prefork pool at concurrency 2, with its
 defaults and the Redis broker, on the same CPU-bound job (the same loop and loop count, the
 same number of jobs), from the peers' environment (``bench/peerside/celery_burn.py``: how it
@@ -27,7 +38,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -38,7 +51,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.run import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
+from bench.harness import DEFAULT_URL, Worker, prepare_database, reset, sql  # noqa: E402
 
 
 def calibrate(target_s: float = 0.02) -> int:
@@ -54,14 +67,14 @@ def calibrate(target_s: float = 0.02) -> int:
     return max(int(200_000 * target_s / took), 1000)
 
 
-def drain(processes: str, kind: str, jobs: int, loops: int, tag: str) -> float:
+def drain(processes: str, kind: str, jobs: int, loops: int, tag: str, *extra: str) -> float:
     from datetime import UTC, datetime
 
     from bench.jobs import burn, noop
 
     reset()
     os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
-    worker = Worker("--concurrency", "1", "--processes", processes)
+    worker = Worker("--concurrency", "1", "--processes", processes, *extra)
     try:
         worker.wait_ready()
         _wait_for_children(worker, processes)
@@ -152,6 +165,119 @@ def kill_to_requeue(tag: str) -> float:
         worker.stop()
 
 
+#: The supervisor's line as a child is ready: slot, pid, how it started and in how long.
+SUPERVISOR_READY = re.compile(
+    r"Worker process (\d+) ready \(pid (\d+)\), (forked|started) in (\d+) ms"
+)
+
+
+def _ready_children(worker: Worker) -> list[tuple[int, int, int]]:
+    """(slot, pid, ms as the supervisor logged it) of each child that said it was ready."""
+    return [
+        (int(m[1]), int(m[2]), int(m[4]))
+        for m in SUPERVISOR_READY.finditer("".join(list(worker.output)))
+    ]
+
+
+def child_starts(tag: str, processes: int = 3, per_slot: int = 2) -> tuple[float, float]:
+    """Medians (ms) of a child's start: from the SIGKILL of an idle child to its replacement's
+    ready line; and the start as the supervisor logs it. Two kills per slot at most: a third
+    in a row just after a start would still be at once, a fourth backs off."""
+    reset()
+    worker = Worker("--concurrency", "1", "--processes", str(processes))
+    seen: list[float] = []
+    logged: list[float] = []
+    try:
+        worker.wait_ready()
+        deadline = time.monotonic() + 120
+        while len(_ready_children(worker)) < processes:
+            if time.monotonic() > deadline or worker.popen.poll() is not None:
+                raise SystemExit("".join(worker.output))
+            time.sleep(0.05)
+        for _ in range(per_slot):
+            for slot in range(processes):
+                before = _ready_children(worker)
+                (pid,) = [p for s, p, _ in before if s == slot][-1:]
+                time.sleep(0.3)  # the previous start's echoes settle
+                os.kill(pid, signal.SIGKILL)
+                killed = time.perf_counter()
+                while len(now := _ready_children(worker)) == len(before):
+                    if time.perf_counter() - killed > 60:
+                        raise SystemExit("no child replaced the killed one within 60 s")
+                    time.sleep(0.002)
+                seen.append((time.perf_counter() - killed) * 1000)
+                logged.append(now[-1][2])
+    finally:
+        worker.stop()
+    print(f"{tag}: starts (ms) {[round(v) for v in seen]}, logged {logged}", file=sys.stderr)
+    return statistics.median(seen), statistics.median(logged)
+
+
+#: Seconds ``kill_to_running_again`` waits for the job's next attempt; longer counts as that.
+AGAIN_WAIT = 300.0
+
+
+def kill_to_running_again(tag: str, loops: int, backlog: int = 3000, samples: int = 3) -> float:
+    """Median ms from the SIGKILL of a child running a job to that job's next attempt starting,
+    with ``backlog`` CPU-bound jobs queued behind it."""
+    import tempfile
+    from datetime import UTC, datetime
+
+    from bench.jobs import burn, hold_first
+
+    values = []
+    for sample in range(samples):
+        reset()
+        os.environ["JOBS_POLL_INTERVAL"] = "0.02s"
+        worker = Worker("--concurrency", "1", "--processes", "2")
+        pidfile = Path(tempfile.mkdtemp()) / "pids"
+        try:
+            worker.wait_ready()
+            _wait_for_children(worker, "2")
+            hold_first.enqueue({"run": f"{tag}-{sample}", "pidfile": str(pidfile)})
+            began = time.monotonic()
+            while not pidfile.exists() or not pidfile.read_text().strip():
+                if time.monotonic() - began > 60:
+                    raise SystemExit("the held job never started")
+                time.sleep(0.01)
+            now = datetime.now(tz=UTC)
+            payloads = [{"n": i, "run": f"{tag}-{sample}", "loops": loops} for i in range(backlog)]
+            for start in range(0, backlog, 1_000):
+                burn.enqueue_many(payloads[start : start + 1_000], run_at=now)
+            os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+            killed = time.perf_counter()
+            while len(pidfile.read_text().split()) < 2:
+                if time.perf_counter() - killed > AGAIN_WAIT:
+                    # The backlog drained first or not, a figure: at least this long.
+                    print(f"{tag}: not running again within {AGAIN_WAIT:g} s", file=sys.stderr)
+                    break
+                time.sleep(0.002)
+            values.append((time.perf_counter() - killed) * 1000)
+        finally:
+            worker.stop()
+    print(f"{tag}: kill -9 to running again (ms) {[round(v) for v in values]}", file=sys.stderr)
+    return statistics.median(values)
+
+
+def start_figures(
+    tag: str, loops: int, jobs: int, plain: bool = True, again_samples: int = 3
+) -> dict[str, float]:
+    """A child's start, the recycling drain (with ``plain``, right after the same drain
+    without), and kill -9 to the job running again under a backlog: one repetition of each."""
+    figures: dict[str, float] = {}
+    figures[report.CHILD_START], figures[report.CHILD_FORK] = child_starts(f"{tag}-starts")
+    if plain:
+        figures[f"{report.PROCESSES_CPU}2"] = drain("2", "cpu", jobs, loops, f"{tag}-plain")
+    figures[report.RECYCLING_DRAIN] = drain(
+        "2", "cpu", jobs, loops, f"{tag}-recycling", "--max-jobs-per-child", "3"
+    )
+    print(f"{tag}: {figures}", file=sys.stderr)  # before the longest figure
+    figures[report.KILL_TO_RUNNING] = kill_to_running_again(
+        f"{tag}-again", loops, samples=again_samples
+    )
+    return figures
+
+
 CELERY = report.CELERY_PREFORK
 
 
@@ -174,6 +300,8 @@ def measure(
             processes, "noop", noop_jobs, 0, f"{tag}-noop-{processes}"
         )
     figures[report.KILL_TO_WORKER_LOST] = kill_to_requeue(f"{tag}-kill") * 1000
+    # Beside the --processes 2 drain above, in the same repetition.
+    figures.update(start_figures(f"{tag}-start", loops, cpu_jobs, plain=False))
     return figures
 
 
@@ -183,6 +311,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noop-jobs", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-celery", action="store_true", help="leave out Celery's prefork drain")
+    parser.add_argument(
+        "--starts",
+        action="store_true",
+        help="only the children's starts: start time, recycling drain, kill -9 to running again",
+    )
+    parser.add_argument(
+        "--again-samples",
+        type=int,
+        default=3,
+        help="kills of a child under a backlog of 3,000, per run (--starts)",
+    )
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     args = parser.parse_args(argv)
     prepare_database(args.database_url)
@@ -190,9 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[float]] = {}
     stamp = time.strftime("%H%M%S")
     for run in range(args.runs):
-        figures = measure(
-            args.cpu_jobs, args.noop_jobs, f"{stamp}-{run}", loops, celery=not args.no_celery
-        )
+        if args.starts:
+            figures = start_figures(
+                f"{stamp}-{run}", loops, args.cpu_jobs, again_samples=args.again_samples
+            )
+        else:
+            figures = measure(
+                args.cpu_jobs, args.noop_jobs, f"{stamp}-{run}", loops, celery=not args.no_celery
+            )
         for name, value in figures.items():
             rows.setdefault(name, []).append(value)
     cpus = os.cpu_count() or 1

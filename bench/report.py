@@ -88,6 +88,10 @@ PROCESSES_CPU = "processes: cpu-bound drain --processes "
 PROCESSES_NOOP = "processes: no-op drain --processes "
 CELERY_PREFORK = "processes: cpu-bound drain celery prefork c=2"
 KILL_TO_WORKER_LOST = "processes: kill -9 of a child to WORKER_LOST (ms)"
+CHILD_START = "processes: a child's start, kill -9 to ready, median (ms)"
+CHILD_FORK = "processes: a child's start, as the supervisor logs it, median (ms)"
+RECYCLING_DRAIN = "processes: cpu-bound drain --processes 2 --max-jobs-per-child 3"
+KILL_TO_RUNNING = "processes: kill -9 to the job running again, 3,000 queued (ms)"
 
 
 def tracing_figure(name: str, mode: str) -> str:
@@ -129,12 +133,22 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison("pickup p99", "procrastinate: pickup p99"),
     Comparison("pickup p50", "dbos: pickup p50 (1 s poll)"),
     Comparison("pickup p99", "dbos: pickup p99 (1 s poll)"),
+    # Time limits armed on every job (bench/run.py's ``limits``): within 3 % of none.
+    Comparison("drain c=4 soft limit", "drain c=4 no limit", 0.97),
+    Comparison("pickup p50 soft limit", "pickup p50 no limit", 1.03, at_least=False),
+    Comparison("pickup p99 soft limit", "pickup p99 no limit"),
+    # Celery's API over the engine (bench/celery_layer.py): within 10 % of the native calls.
+    Comparison("celery: delay()", "celery: native enqueue", 0.9),
+    Comparison("celery: drain c=4", "celery: native drain c=4", 0.9),
     # Worker processes (bench/processes.py): on 2 cores, two processes of CPU-bound jobs nearly
     # twice one; the default (one child) as fast as the jobs in the worker's own process; and
     # at least Celery's prefork pool on the same jobs.
     Comparison(f"{PROCESSES_CPU}2", f"{PROCESSES_CPU}1", 1.7),
     Comparison(f"{PROCESSES_NOOP}1", f"{PROCESSES_NOOP}0", 0.95),
     Comparison(f"{PROCESSES_CPU}2", CELERY_PREFORK, 1.0),
+    # Recycling every 3 jobs costs little: a child is forked from its generation's template,
+    # and started while the one it replaces runs its last jobs.
+    Comparison(RECYCLING_DRAIN, f"{PROCESSES_CPU}2", 0.7),
     # Tracing (bench/tracing.py), each mode beside tracing off: the API without an SDK within
     # 2 %, the SDK exporting nowhere within 15 %. The worker's CPU per job, steadier than the
     # rates, and the SDK sampling one trace in ten or making one bare span per job (the SDK's
@@ -173,6 +187,11 @@ BOUNDS: tuple[Bound, ...] = (
     Bound("stepskill: dbos re-run in all (n)"),
     # The goal is a p50 of 1 s: every repetition within it is stricter.
     Bound(KILL_TO_WORKER_LOST, 1000),
+    # A child's start (signal to ready): under 100 ms, forked from the template.
+    Bound(CHILD_START, 100),
+    Bound(CHILD_FORK, 100),
+    # A job lost with its child runs again at once, ahead of the backlog (its place kept).
+    Bound(KILL_TO_RUNNING, 1000),
 )
 
 

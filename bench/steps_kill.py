@@ -39,6 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import peers, peers_env
+from bench.harness import (
+    DEFAULT_URL,
+    Worker,
+    check_all_succeeded,
+    prepare_database,
+    reset,
+    sql,
+)
 
 CONCURRENCY = 4
 LEASE = "2s"
@@ -92,7 +100,6 @@ def figures(engine: str, counts: dict[str, int]) -> dict[str, float]:
 
 def django_jobs_check(n: int, folder: Path) -> dict[str, int]:
     from bench.jobs import COUNTED_STEPS, STEP_RUNS, counted_steps
-    from bench.run import Worker, check_all_succeeded, reset, sql
 
     reset()
     payloads = [{"n": i} for i in range(n)]
@@ -183,8 +190,6 @@ def measure(bench_url: str, n: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.run import DEFAULT_URL, prepare_database
-
     parser = argparse.ArgumentParser(prog="python -m bench.steps_kill", description=__doc__)
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     parser.add_argument("--jobs", type=int, default=2_000)

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.run import (  # noqa: E402
+from bench.harness import (  # noqa: E402
     DEFAULT_URL,
     Worker,
     engine_pythonpath,
@@ -102,9 +102,13 @@ def side(jobs: int, tag: str) -> dict[str, float]:
 
 
 def worker_pids(supervisor: int) -> list[int]:
-    """The supervisor and its worker processes (Linux)."""
-    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
-    return [supervisor, *map(int, children)]
+    """The supervisor, its template and its worker processes (Linux): the processes under it,
+    two levels down (the template forks the worker processes)."""
+    found = [supervisor]
+    for pid in Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split():
+        found.append(int(pid))
+        found += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    return found
 
 
 def cpu_seconds(pids: list[int]) -> float:

@@ -4,6 +4,8 @@ backends."""
 
 from __future__ import annotations
 
+import sys
+
 from django.apps import AppConfig
 
 
@@ -19,6 +21,11 @@ class JobsConfig(AppConfig):
         from django.core.signals import setting_changed
         from django.utils.module_loading import autodiscover_modules
 
+        from .engine.rows.admission import admit
+        from .engine.run.inline import run_inline
+        from .kinds import doors
+
+        doors.install(admit=admit, run_inline=run_inline)  # first: app code may enqueue below
         from . import checks  # noqa: F401 - registers the system checks
         from .conf import reload_jobs_settings
 
@@ -29,6 +36,13 @@ class JobsConfig(AppConfig):
         from . import canvas  # noqa: F401 - registers the built-in kind django_jobs.flow
 
         autodiscover_modules("jobs")
+        if "django_jobs.celery" in sys.modules:
+            # A Celery project's tasks (app.autodiscover_tasks()) and its beat schedule.
+            from .celery.app import discover_pending
+            from .celery.beat import install as install_beat
+
+            discover_pending()
+            install_beat()
 
         from .tasks import register_task_backends
 

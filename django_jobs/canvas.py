@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import clock
 from .durations import parse_duration
-from .engine.admission import check_options
+from .engine.rows.admission import check_options
 from .exceptions import InvalidPayload
-from .registry import JobHandle, job, lookup
-from .signature import NOT_MEMBER_OPTIONS, Signature, decode_options, encode_options
+from .kinds.handle import JobHandle
+from .kinds.registry import job, lookup
+from .kinds.retry import Retry
+from .kinds.signature import NOT_MEMBER_OPTIONS, Signature, decode_options, encode_options
 
 if TYPE_CHECKING:
     from .models import Job
@@ -235,6 +237,10 @@ def checked_at_admission(payload: Any) -> None:
     label="Flow (chain, group)",
     group="django_jobs",
     capture=checked_at_admission,
+    # Its own, not JOBS["DEFAULT_RETRY"]: a flow's body is durable steps, so running it again
+    # after its worker was lost repeats nothing, and a project that runs its jobs once still
+    # gets its flows through a worker's crash.
+    retry=Retry(),
 )
 def run_flow(ctx: Any) -> Any:
     """Run the canvas in the payload; a flow spawned by a flow starts from its ``previous``."""

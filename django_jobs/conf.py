@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
     "LOG_TAIL": 100,
     "IS_OPERATOR": None,
     "TENANT_OF": None,
+    # The retry policy (a ``Retry``) of every kind whose @job names none. None: ``Retry()``,
+    # 3 attempts (read by ``kinds.handle.default_retry``: this module is below the engine's Retry).
+    "DEFAULT_RETRY": None,
     "CAPS": {"global": None, "queues": {}, "tenant": None},
     "RATES": {},
     "SCHEDULE_GRACE": "60s",
@@ -68,6 +71,16 @@ class JobsSettings:
         self._cache.clear()
 
     # -- derived values ----------------------------------------------------------------------
+
+    @property
+    def default_retry(self) -> Any:
+        """``JOBS["DEFAULT_RETRY"]`` as set (None: ``Retry()``), for ``kinds.handle.default_retry``:
+        read for every job enqueued, so from the cache without ``__getattr__``'s detour (a
+        failed attribute lookup first, three times the cost)."""
+        cache = self._cache
+        if "DEFAULT_RETRY" in cache:
+            return cache["DEFAULT_RETRY"]
+        return self.DEFAULT_RETRY
 
     @property
     def lease(self) -> timedelta:

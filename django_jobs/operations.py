@@ -10,8 +10,8 @@ from django.db.models import F
 
 from . import clock
 from .conf import jobs_settings
-from .engine import fleet
-from .engine.publish import publish_after_commit
+from .engine.rows import fleet
+from .engine.rows.publish import publish_after_commit
 from .exceptions import (
     InvalidPayload,
     JobDuplicate,
@@ -22,10 +22,10 @@ from .exceptions import (
     UnknownEngine,
     UnknownStep,
 )
+from .kinds.registry import all_handles, get
 from .models import Job, JobStep
 from .observability.stats import queue_stats
 from .permissions import retry_refusal
-from .registry import all_handles, get
 from .serialize import job_detail_json, job_json
 from .states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .store import Claim, get_store

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .conf import jobs_settings
 
 if TYPE_CHECKING:
-    from .registry import JobHandle
+    from .kinds.handle import JobHandle
 
 OPERATE_PERMISSION = "django_jobs.operate_jobs"
 

@@ -9,15 +9,18 @@ Everything that shows a job is made from those lists:
   the operator's text and give members this view of it, see ``events.payloads``);
 - ``compile_text_encoder()``: a function writing the same JSON text as encoding the dict, for
   the worker's hot path, generated from the list (a field added to the list is in every one);
-- the API's response serializers, for its OpenAPI schema (``api.serializers.api_field``).
+- the API's response serializers, for its OpenAPI schema (``api.fields.api_field``).
 
 Two views: ``OPERATOR`` sees everything; ``MEMBER`` (a job's owner who is not an operator)
-never sees a server traceback (it names server files and source lines).
+never sees a server traceback (it names server files and source lines), nor the fields marked
+``operators_only`` (``worker``: which worker runs a job is operators' business, as ``GET
+workers/`` is). ``member_view`` and ``member_text`` are the one place that decides it.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -143,7 +146,7 @@ def _children(job: Job) -> dict[str, int] | None:
 
 
 class JsonType(enum.Enum):
-    """What a field's JSON value is: the API's schema is made from it (``api.serializers``)."""
+    """What a field's JSON value is: the API's schema is made from it (``api.fields``)."""
 
     INTEGER = "integer"
     NUMBER = "number"
@@ -178,6 +181,8 @@ class JobField:
     member_hint: str = ""
     #: A nested object's keys (``source`` unused; ``type`` is ``OBJECT``).
     parts: tuple[JobField, ...] = ()
+    #: Left out of the member's view altogether (the key with it), for operators' eyes only.
+    operators_only: bool = False
 
     @property
     def instant(self) -> bool:
@@ -257,7 +262,11 @@ JOB_FIELDS: tuple[JobField, ...] = (
         "worker",
         _worker,
         null=True,
-        help="The name of the worker running the job (GET workers/); null when not running.",
+        help=(
+            "Operators only: the name of the worker running the job (GET workers/); null when "
+            "not running. Members never get this key."
+        ),
+        operators_only=True,
     ),
 )
 
@@ -278,6 +287,8 @@ STEP_FIELDS: tuple[JobField, ...] = (
 )
 
 _MEMBER_FIELDS = tuple(field for field in JOB_FIELDS if field.member is not None)
+#: The keys of the job JSON that a member's view leaves out.
+OPERATORS_ONLY: frozenset[str] = frozenset(f.name for f in JOB_FIELDS if f.operators_only)
 
 
 def job_json(
@@ -301,18 +312,42 @@ def job_json(
 
 
 def member_view(data: dict[str, Any]) -> dict[str, Any]:
-    """An operator's job dict (from ``job_json``) as the job's owner sees it."""
+    """An operator's job dict (from ``job_json``) as the job's owner sees it: without the
+    operators' fields, and each field's member value."""
     changed = {
         field.name: field.member(data[field.name])  # type: ignore[misc]
         for field in _MEMBER_FIELDS
         if field.name in data
     }
-    return {**data, **changed} if changed else data
+    return {
+        name: value for name, value in {**data, **changed}.items() if name not in OPERATORS_ONLY
+    }
 
 
 def member_may_differ(text: str) -> bool:
-    """Could the member's view of this operator JSON text differ from it? (Cheap: no parse.)"""
+    """Could the member's view of this operator JSON text differ from it, beyond the
+    operators' fields (``without_operators_fields``)? Cheap: no parse."""
     return any(field.member_hint in text for field in _MEMBER_FIELDS)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def without_operators_fields(text: str) -> str:
+    """An event's text (compact, as ``event_text`` writes it) without the job's
+    ``operators_only`` keys; their values are read, the rest of the text is not parsed.
+
+    A key is found by its text ``,"worker":``: in the compact JSON a quote inside a string is
+    escaped (``\\"``), so only the job's own key is written so, and never the first key of
+    the job (``id`` is)."""
+    for name in OPERATORS_ONLY:
+        marker = f',"{name}":'
+        start = text.find(marker)
+        if start < 0:
+            continue
+        _value, end = _DECODER.raw_decode(text, start + len(marker))
+        text = text[:start] + text[end:]
+    return text
 
 
 def step_json(step: JobStep) -> dict[str, Any]:

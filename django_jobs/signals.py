@@ -6,7 +6,7 @@
 ``job`` (the ``Job``), ``at`` (the instant) and, for ``job.log``, ``line``.
 
 ``event_rows_stored`` is the live streams' own: sent with ``rows`` (``StoredEvent``, oldest
-first) once event rows are stored and committed (``engine/publish.py``).
+first) once event rows are stored and committed (``engine/rows/publish.py``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ class JobState(models.TextChoices):
 
 class WorkerState(models.TextChoices):
     """What a worker row's ``state`` column holds. ``lost`` (``WORKER_LOST``) is never stored:
-    a row whose heartbeat is older than the lease reads as lost (``django_jobs.engine.fleet``)."""
+    a row whose heartbeat is older than the lease reads as lost
+    (``django_jobs.engine.rows.fleet``)."""
 
     RUNNING = "running"
     STOPPING = "stopping"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import clock
-from .engine.executor import Executor
 from .engine.maintenance import end_expired_jobs
-from .engine.runner import run_next
-from .engine.scheduler import tick
+from .engine.run.executor import Executor
+from .engine.run.runner import run_next
+from .engine.schedules.scheduler import tick
 from .store import get_store
 
 if TYPE_CHECKING:

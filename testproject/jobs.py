@@ -24,10 +24,19 @@ from .demo.jobs import hello, publish, render  # noqa: F401
 from .models import Execution
 
 # A worker process that cannot start (a broken import), while this file exists: the supervisor
-# keeps restarting it with backoff (tests/integration/test_supervisor_processes.py).
+# keeps restarting it (or the template it forks from) with backoff
+# (tests/integration/test_supervisor_processes.py).
 _broken = os.environ.get("JOBS_TEST_BROKEN")
-if _broken and "--child-report-fd" in sys.argv and os.path.exists(_broken):
+_child = "--child-report-fd" in sys.argv or "--child-template-fd" in sys.argv
+if _broken and _child and os.path.exists(_broken):
     raise ImportError("a broken import, for the supervisor's tests (JOBS_TEST_BROKEN exists)")
+
+# A project that leaves a socket open at import (a client connected at module level): its
+# template will not fork, and the supervisor starts its worker processes as new interpreters.
+if os.environ.get("JOBS_TEST_SOCKET_AT_IMPORT") and "--child-template-fd" in sys.argv:
+    import socket
+
+    _left_open = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 
 # --- kinds used by the test suite -----------------------------------------------------------
 
@@ -99,6 +108,15 @@ def slow(ctx):
         time.sleep(0.02)
     _record(ctx, "slow-end")
     return {"slow": True}
+
+
+@job("test.every_call", idempotency_key="call", retry=Retry(attempts=1))
+def every_call(ctx):
+    """Keyed "call": its effect (an ``Execution`` row) once per enqueue, then it runs until the
+    file named in the payload exists."""
+    _record(ctx, f"every_call:{ctx.payload['change']}")
+    _wait_for_file(ctx.payload["until"])
+    return ctx.payload["change"]
 
 
 @job("test.busy", idempotency_key="payload", retry=Retry(attempts=1))
@@ -289,9 +307,17 @@ def count_to_100(ctx):
 
 @job("faults.hang", idempotency_key="payload", timeout="1s", retry=Retry(attempts=1))
 def hangs(ctx):
-    """Ignores its 1 s timeout (never checks ``ctx.cancelled``) until the file ``until`` exists."""
+    """Ignores its 1 s timeout until the file ``until`` exists: never checks
+    ``ctx.cancelled``, and swallows each ``JobTimeout`` raised in it and waits on."""
+    from django_jobs import JobTimeout
+
     _record(ctx, "hang-start")
-    _wait_for_file(ctx.payload["until"], seconds=120)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not Path(ctx.payload["until"]).exists():
+        try:
+            time.sleep(0.02)
+        except JobTimeout:
+            pass
     _record(ctx, "hang-end")
     return {"late": True}
 
@@ -575,4 +601,83 @@ def canvas_hooked(ctx):
     ``ctx.is_last_attempt`` in the message)."""
     if ctx.payload.get("fail"):
         raise ValueError(f"attempt {ctx.attempt} last={ctx.is_last_attempt}")
+    return ctx.attempt
+
+
+# --- kinds of the time-limit tests (tests/store/test_time_limits.py,
+# tests/integration/test_time_limits_processes.py) --------------------------------------------
+
+
+@job("limits.loop", idempotency_key="payload", timeout="1s", retry=Retry(attempts=1))
+def loops_past_its_timeout(ctx):
+    """Pure Python past its 1 s soft limit; ``catch``: catches the ``JobTimeout`` raised in it,
+    cleans up and returns how long after its start it landed."""
+    from django_jobs import JobTimeout
+
+    began = time.monotonic()
+    _record(ctx, "limits-loop-start")
+    try:
+        _spin()
+    except JobTimeout:
+        landed = time.monotonic() - began
+        _record(ctx, "limits-loop-cleanup")
+        if ctx.payload.get("catch"):
+            return {"landed_after": landed}
+        raise
+
+
+def _spin() -> None:
+    """Pure Python forever (its caller holds the ``except``: docs/operating.md says why)."""
+    rounds = 0
+    while rounds >= 0:
+        rounds += 1
+
+
+@job("limits.sleep", idempotency_key="payload", timeout="1s", retry=Retry(attempts=1))
+def sleeps_past_its_timeout(ctx):
+    """``sleep(limit + 1)``, then the effect: the soft limit's ``JobTimeout`` lands as the
+    sleep returns, before the effect."""
+    _record(ctx, "limits-sleep-start")
+    time.sleep(2.0)
+    _record(ctx, "limits-sleep-effect")
+
+
+@job("limits.hard_sleep", idempotency_key="payload", time_limit="2s", retry=Retry(attempts=1))
+def sleeps_past_its_time_limit(ctx):
+    """``sleep(limit + 1)``, then the effect, with only a hard limit."""
+    _record(ctx, "limits-hard-sleep-start")
+    time.sleep(3.0)
+    _record(ctx, "limits-hard-sleep-effect")
+
+
+@job("limits.async_sleep", idempotency_key="payload", timeout="1s", retry=Retry(attempts=1))
+async def async_sleeps_past_its_timeout(ctx):
+    """An ``async def`` runner past its soft limit: cancelled in its ``await``."""
+    import asyncio
+
+    await sync_to_async(_record, thread_sensitive=False)(ctx, "limits-async-start")
+    await asyncio.sleep(3.0)
+    await sync_to_async(_record, thread_sensitive=False)(ctx, "limits-async-effect")
+
+
+@job("limits.blocked", idempotency_key="payload", time_limit="2s", retry=Retry(attempts=1))
+def blocked_in_c(ctx):
+    """Blocked in one C call far past its hard limit: only ending its process stops it."""
+    import select
+
+    _record(ctx, "limits-blocked-start")
+    select.select([], [], [], float(ctx.payload.get("seconds", 60)))
+    _record(ctx, "limits-blocked-effect")
+
+
+@job("limits.steady", idempotency_key="payload", retry=Retry(attempts=3, delay=0, jitter=False))
+def steady(ctx):
+    """A sibling of another kind: runs ``seconds``, or until the file ``until`` exists; each
+    start and end recorded with its attempt."""
+    _record(ctx, "limits-steady-start")
+    deadline = time.monotonic() + float(ctx.payload.get("seconds", 60))
+    marker = Path(ctx.payload["until"]) if ctx.payload.get("until") else None
+    while time.monotonic() < deadline and not (marker and marker.exists()):
+        time.sleep(0.02)
+    _record(ctx, "limits-steady-end")
     return ctx.attempt

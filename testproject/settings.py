@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "django_jobs",
     "testproject.demo",  # the demo's kinds
     "testproject",  # the test suite's kinds (jobs.py) and models; the demo leaves it out
+    "testproject.shop",  # Celery-shaped tasks (tasks.py), found by app.autodiscover_tasks()
 ]
 
 MIDDLEWARE = [
@@ -153,6 +154,9 @@ JOBS = {
     "ENGINES": {"default": {"concurrency": 4}, "fleet": {"concurrency": 2}},
     "LEASE": os.environ.get("JOBS_LEASE", "30s"),
 }
+# --- the hard time limit's grace for a process's other jobs: the tests set a short one ---
+if os.environ.get("JOBS_KILL_GRACE"):
+    JOBS["KILL_GRACE"] = os.environ["JOBS_KILL_GRACE"]
 # --- members' submit rate: a live-server test sets its own (docs/security.md) ---
 if os.environ.get("JOBS_MEMBER_RATE"):
     JOBS["MEMBER_RATE"] = os.environ["JOBS_MEMBER_RATE"]

@@ -24,7 +24,7 @@ def connect(url: str, **options: Any) -> Any:
 
 
 def reset_job_table(url: str) -> None:
-    """Empty django_jobs' job table, as the engine's figures start (bench.run.reset)."""
+    """Empty django_jobs' job table, as the engine's figures start (bench.harness.reset)."""
     with connect(url) as conn:
         conn.execute(f"TRUNCATE {JOB_TABLE} RESTART IDENTITY CASCADE")
         conn.execute(f"VACUUM ANALYZE {JOB_TABLE}")

@@ -17,7 +17,9 @@ API and the CLI, never by saving the row. Operators (``django_jobs.operate_jobs`
 permission on jobs or schedules may look, read-only, and is refused every action.
 
 The package: ``display`` (how values are shown), ``filters`` (the job list's filters), ``jobs``
-(the job list and page, the overview) and ``schedules``; importing it registers both pages.
+(the job list and page, the overview: ``JobAdmin``, composed of ``job_columns``, ``overview``,
+``job_page``, ``job_actions`` and ``fleet``) and ``schedules``; importing it registers both
+pages.
 """
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
-"""The job list's filters: declared queues, kinds and engines, and expired leases."""
+"""The job list's filters: declared queues, kinds and engines, expired leases, and the search
+box's refusals."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from .. import clock
 from ..conf import jobs_settings
+from ..kinds.registry import all_handles
 from ..models import Job
-from ..registry import all_handles
+from ..search import InvalidFilter
 from ..states import JobState
 
 
@@ -78,3 +80,19 @@ class LeaseFilter(admin.SimpleListFilter):
         if self.value() == "expired":
             return queryset.filter(state=JobState.RUNNING, leased_until__lt=clock.now())
         return queryset
+
+
+#: Set on a request whose search the job list refused: the page answers 400.
+BAD_SEARCH = "_djj_bad_search"
+
+
+def bad_search(request: HttpRequest, error: InvalidFilter) -> None:
+    """Say on the page what is wrong with the search, naming each bad word; the list is empty
+    and the page answers 400 (``searched_badly``)."""
+    for name, text in error.errors.items():
+        messages.error(request, f"Search: {name}: {text}")
+    setattr(request, BAD_SEARCH, True)
+
+
+def searched_badly(request: HttpRequest) -> bool:
+    return bool(getattr(request, BAD_SEARCH, False))

@@ -19,9 +19,9 @@ from ..conf import jobs_settings
 from ..durations import format_duration
 from ..engine import schedules
 from ..exceptions import InvalidPayload, InvalidSchedule, JobsError
+from ..kinds.registry import get
 from ..models import Schedule
 from ..permissions import is_operator
-from ..registry import get
 from .display import EMPTY, forbidden_page, timestamp
 
 #: A declared schedule's fields, read-only here (its code declares them): all the service

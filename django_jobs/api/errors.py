@@ -75,6 +75,14 @@ class OperatorOnlyFieldError(APIError):
     message = "Only operators may set priority or queue. Leave them out to use the kind's own."
 
 
+class OperatorOnlyFilterError(APIError):
+    """A member searched by a filter only operators may use (``worker``)."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "OPERATOR_ONLY_FILTER"
+    message = "Only operators may search by worker. Leave the worker filter out."
+
+
 class RetryNotAllowedError(APIError):
     """A retry the caller may not make: from a step, for anyone but an operator."""
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
+from ..kinds.registry import get
 from ..permissions import RETRY_OPERATORS_ONLY, can_retry, is_operator
-from ..registry import get
 
 
 class DenyAll(BasePermission):

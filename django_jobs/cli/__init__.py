@@ -36,10 +36,11 @@ from ..exceptions import (
     UnknownEngine,
     UnknownKind,
 )
+from ..kinds.registry import lookup
 from ..models import Job, JobStep, Schedule
 from ..operations import wake_waiting
 from ..printable import printable, printable_json
-from ..registry import lookup
+from ..search import InvalidFilter, JobSearch
 from ..serialize import job_json
 from ..states import JobState
 
@@ -83,6 +84,7 @@ _EXIT_CODES: list[tuple[type[JobsError], int]] = [
     (InvalidPayload, EXIT_BAD_INPUT),
     (InvalidDuration, EXIT_BAD_INPUT),
     (InvalidSchedule, EXIT_BAD_INPUT),
+    (InvalidFilter, EXIT_BAD_INPUT),
     (UnknownEngine, EXIT_NOT_FOUND),
 ]
 
@@ -173,8 +175,9 @@ def list_jobs(
     kind: str | None = None,
     queue: str | None = None,
     limit: int = 100,
+    search: JobSearch | None = None,
 ) -> list[Job]:
-    """The newest jobs first, filtered like ``GET /``."""
+    """The newest jobs first, filtered like ``GET /`` (``search``: ``search_from_options``)."""
     if state is not None and state not in JobState.values:
         raise BadInput(f"--state {state!r} is not a job state; use one of: {_states()}.")
     check_limit(limit)
@@ -185,6 +188,8 @@ def list_jobs(
         jobs = jobs.filter(kind=kind)
     if queue is not None:
         jobs = jobs.filter(queue=queue)
+    if search:
+        jobs = search.apply(jobs, operator=True)
     return list(jobs[:limit])
 
 
@@ -194,9 +199,11 @@ def job_rows(
     kind: str | None = None,
     queue: str | None = None,
     limit: int = 100,
+    search: JobSearch | None = None,
 ) -> list[dict[str, Any]]:
     """What ``jobs list --json`` prints: the job JSON of ``list_jobs``."""
-    return [job_json(job) for job in list_jobs(state=state, kind=kind, queue=queue, limit=limit)]
+    jobs = list_jobs(state=state, kind=kind, queue=queue, limit=limit, search=search)
+    return [job_json(job) for job in jobs]
 
 
 def schedules(*, now: datetime | None = None, runs: int = 3) -> list[dict[str, Any]]:

@@ -11,11 +11,11 @@ from typing import Any
 
 from .. import clock
 from ..conf import jobs_settings
-from ..engine.executor import Executor
 from ..engine.maintenance import end_expired_jobs
-from ..engine.publish import publish
-from ..engine.runner import run_next
-from ..engine.worker import make_worker_id
+from ..engine.rows.publish import publish
+from ..engine.run.executor import Executor
+from ..engine.run.runner import run_next
+from ..engine.worker.worker import make_worker_id
 from ..models import Job
 from ..store import get_store
 from . import BadInput

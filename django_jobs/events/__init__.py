@@ -1,6 +1,6 @@
 """Live job events over Server-Sent Events and WebSocket (SPEC §8; docs/events.md).
 
-Events are made into rows and stored by ``engine/publish.py``; here ``payloads`` addresses
+Events are made into rows and stored by ``engine/rows/publish.py``; here ``payloads`` addresses
 them, ``outbox`` hands the rows stored in this process to Redis (for a fleet), ``relay``
 delivers new rows to each web process's clients, ``fanout`` hands them to the transports,
 ``sse`` and ``ws`` are the endpoints.
@@ -31,6 +31,6 @@ def install() -> None:
 def prune_events(older_than: Any = None) -> int:
     """Delete event rows older than ``older_than`` (default ``JOBS["EVENT_RETENTION"]``)."""
     # On call, as in install().
-    from ..engine.publish import prune_events as prune
+    from ..engine.rows.publish import prune_events as prune
 
     return prune(older_than)

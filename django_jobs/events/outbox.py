@@ -1,6 +1,6 @@
 """The live streams' side of the event rows: stored rows to the fleet, and retention.
 
-Every event is made into its row and stored by one path, ``engine/publish.py`` (the writer
+Every event is made into its row and stored by one path, ``engine/rows/publish.py`` (the writer
 thread lives there, and ``job.created`` is stored with its job). This module hands the rows
 stored in this process to Redis when a transport spans processes (``fanout.FleetPublisher``,
 the receiver of ``event_rows_stored``); without Redis, each web process's relay reads the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import atexit
 from typing import Any
 
-from ..engine.publish import prune_events, retention, writer
+from ..engine.rows.publish import prune_events, retention, writer
 from ..store.event_rows import StoredEvent
 from .fanout import fleet, fleet_transports
 

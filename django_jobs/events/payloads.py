@@ -6,8 +6,9 @@ text, ``{"type", "job": <job JSON without payload/result>, "at"}``, plus ``"line
 changes afterwards; the event keeps what was true then).
 
 Two views (``django_jobs.serialize``): the stored text is the operator's; a member (the job's
-owner) receives ``member_text`` of it, the same event without the server's traceback. The
-text is chosen per address on delivery, live and on replay, over SSE and WebSocket alike.
+owner) receives ``member_text`` of it, the same event without the server's traceback and
+without the operators' fields (``worker``). The text is chosen per address on delivery, live
+and on replay, over SSE and WebSocket alike.
 
 Addresses: an event about a job reaches its owner and operators; an event about a job with
 no owner reaches operators only. Operators listen on one address that carries every event,
@@ -30,6 +31,7 @@ from ..serialize import (  # noqa: F401 - event_data and event_text: this module
     event_text,
     member_may_differ,
     member_view,
+    without_operators_fields,
 )
 
 #: django-eventstream channels (SSE): every event, and one user's events.
@@ -45,9 +47,11 @@ WS_MESSAGE_TYPE = "jobs.event"
 def member_text(text: str) -> str:
     """The event text a job's owner receives, from the stored (operator's) text.
 
-    The same ``member_view`` as the API's; the text is parsed only when the member's view
-    could differ (an event whose error carries a traceback), otherwise it is ``text`` itself.
+    The same ``member_view`` as the API's. The operators' fields are cut out of the text (a
+    running job's events all name its worker); the text is parsed only when the member's view
+    could differ further (an event whose error carries a traceback).
     """
+    text = without_operators_fields(text)
     if not member_may_differ(text):
         return text
     data = json.loads(text)

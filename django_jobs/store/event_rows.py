@@ -2,7 +2,8 @@
 
 The job stores write a job's ``job.created`` row with the job (on PostgreSQL in the insert
 statement itself, so it needs the table, the write lock and the NOTIFY channel of the
-events); ``store.events`` holds the statements on the rows themselves.
+events), and write batches of event rows (``Store.insert_events``); ``store.events`` holds
+the other statements on the rows, and the insert's entry point.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ class StoredEvent:
     job_id: int
     owner: str | None
     data: str
+
+
+def stored(events: Sequence[NewEvent], ids: list[int]) -> list[StoredEvent]:
+    """The events as stored: the ids a statement drew for them, which follow their order (the
+    rows are inserted in that order; only the ids come back, the rest was sent)."""
+    return [
+        StoredEvent(event_id, e.type, e.job_id, e.owner, e.data)
+        for event_id, e in zip(sorted(ids), events, strict=True)
+    ]
 
 
 #: Makes a job's ``job.created`` row from the job as inserted (``publish.created_row``).

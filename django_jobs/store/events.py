@@ -1,4 +1,5 @@
-"""Every statement on the event rows (``JobEventRecord``): insert, read after an id, prune.
+"""The statements on the event rows (``JobEventRecord``): insert (written by the store of the
+alias, ``Store.insert_events``), read after an id, prune.
 
 Ids are the order of events. On PostgreSQL an insert batch takes a transaction-level advisory
 lock, so batches commit in id order: a reader that has seen id N never sees a smaller id
@@ -10,108 +11,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from django.db import connections, transaction
 from django.db.models import Q
 
 from ..models import Job, JobEventRecord
 from . import get_store
-from .event_rows import (
-    COLUMNS,
-    NOTIFY_CHANNEL,
-    SQLITE_CHUNK,
-    TABLE,
-    WRITE_LOCK,
-    NewEvent,
-    StoredEvent,
-)
+from .event_rows import NewEvent, StoredEvent
 
 
 def insert(alias: str, events: Sequence[NewEvent], *, ordered: bool = True) -> list[StoredEvent]:
     """Store ``events`` atomically (in a savepoint inside the caller's transaction) and NOTIFY;
     return them stored, with their ids, in the order given (which is the order of the ids).
 
-    One statement for the batch on PostgreSQL (``unnest``; write lock and NOTIFY included, so
-    in autocommit it is one round trip), a multi-row ``VALUES`` per chunk on SQLite.
-    ``ordered`` takes the write lock on PostgreSQL (see the module docstring); inside a longer
-    transaction of the caller pass ``ordered=False``, or the lock is held until it ends.
+    The store of ``alias`` writes them (``Store.insert_events``): one statement for the batch
+    on PostgreSQL (``unnest``; write lock and NOTIFY included, so in autocommit it is one round
+    trip), a multi-row ``VALUES`` per chunk on SQLite. ``ordered`` takes the write lock on
+    PostgreSQL (see the module docstring); inside a longer transaction of the caller pass
+    ``ordered=False``, or the lock is held until it ends.
     """
     if not events:
         return []
-    one_statement = get_store(alias).inserts_events_in_one_statement
-    if one_statement and not connections[alias].in_atomic_block:
-        ids = _insert_postgresql(alias, events, ordered)
-    else:
-        with transaction.atomic(using=alias):
-            if one_statement:
-                ids = _insert_postgresql(alias, events, ordered)
-            else:
-                ids = _insert_sqlite(alias, events)
-    return stored(events, ids)
-
-
-def stored(events: Sequence[NewEvent], ids: list[int]) -> list[StoredEvent]:
-    """The events as stored: the ids a statement drew for them, which follow their order (the
-    rows are inserted in that order; only the ids come back, the rest was sent)."""
-    return [
-        StoredEvent(event_id, e.type, e.job_id, e.owner, e.data)
-        for event_id, e in zip(sorted(ids), events, strict=True)
-    ]
-
-
-def _postgresql_sql(ordered: bool) -> str:
-    # The lock is taken before the first id is drawn: the INSERT reads the "locked" row
-    # before it emits any row. The rows go in in the order sent (ORDER BY the ordinal), so
-    # their ids follow it. The NOTIFY is delivered on commit, and sent only if a row was
-    # inserted. Parameters: the lock key (ordered), the arrays, the channel.
-    lock = "locked AS (SELECT pg_advisory_xact_lock(%s)), " if ordered else ""
-    after_lock = ", (SELECT COUNT(*) FROM locked) AS l" if ordered else ""
-    # Binary arrays (%b): the client does not quote every value of the batch.
-    return (
-        f"WITH {lock}ins AS (INSERT INTO {TABLE} ({COLUMNS}) "
-        "SELECT u.type, u.job_id, u.owner, u.data, u.created_at FROM unnest("
-        "%b::varchar[], %b::bigint[], %b::varchar[], %b::text[], %b::timestamptz[]) "
-        f"WITH ORDINALITY AS u(type, job_id, owner, data, created_at, n){after_lock} "
-        "ORDER BY u.n RETURNING id), "
-        "told AS (SELECT pg_notify(%s, '') FROM (SELECT 1 FROM ins LIMIT 1) AS one) "
-        "SELECT ins.id FROM ins, (SELECT COUNT(*) AS n FROM told) AS w"
-    )
-
-
-_POSTGRESQL_SQL = {ordered: _postgresql_sql(ordered) for ordered in (False, True)}
-
-
-def _insert_postgresql(alias: str, events: Sequence[NewEvent], ordered: bool) -> list[int]:
-    params: list[Any] = [WRITE_LOCK] if ordered else []
-    params += [
-        [e.type for e in events],
-        [e.job_id for e in events],
-        [e.owner for e in events],
-        [e.data for e in events],
-        [e.created_at for e in events],
-        NOTIFY_CHANNEL,
-    ]
-    # Server-side binding: the statement gets prepared (see PostgresStore.prepared_cursor).
-    with get_store(alias).prepared_cursor() as cursor:
-        cursor.execute(_POSTGRESQL_SQL[ordered], params)
-        return [row[0] for row in cursor.fetchall()]
-
-
-def _insert_sqlite(alias: str, events: Sequence[NewEvent]) -> list[int]:
-    connection = connections[alias]
-    adapt = connection.ops.adapt_datetimefield_value
-    ids: list[int] = []
-    with connection.cursor() as cursor:
-        for start in range(0, len(events), SQLITE_CHUNK):
-            chunk = events[start : start + SQLITE_CHUNK]
-            params: list[Any] = []
-            for e in chunk:
-                params += [e.type, e.job_id, e.owner, e.data, adapt(e.created_at)]
-            values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk))
-            cursor.execute(f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values} RETURNING id", params)
-            ids += [row[0] for row in cursor.fetchall()]
-    return ids
+    return get_store(alias).insert_events(events, ordered=ordered)
 
 
 def after(

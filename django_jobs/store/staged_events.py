@@ -20,9 +20,9 @@ the others find their row gone (one lookup of the primary key) and return. Rows 
 job id order, as an autocommit insert stores them.
 
 An insert in the caller's transaction is one statement of it, with no savepoint (see
-``engine/admission.py``), and stages only once the table exists (``StagingTable``: a deploy
+``engine/rows/admission.py``), and stages only once the table exists (``StagingTable``: a deploy
 may start the new code before ``migrate``). On SQLite the rows are stored just after the
-caller's commit (``engine/publish.py``, ``publish_created``).
+caller's commit (``engine/rows/publish.py``, ``publish_created``).
 """
 
 from __future__ import annotations

@@ -20,10 +20,11 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from ..conf import jobs_settings
-from ..engine.retry import Retry
 from ..exceptions import JobsError
+from ..kinds.handle import JobHandle
+from ..kinds.registry import get, register, unregister
+from ..kinds.retry import Retry
 from ..models import Job
-from ..registry import JobHandle, get, register, unregister
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     BaseTaskBackend,
@@ -103,7 +104,7 @@ def register_kind(config: BackendConfig) -> JobHandle:
         label=f"Django tasks ({config.alias})",
         group="Django tasks",
         engine=config.engine,
-        retry=config.retry,
+        own_retry=config.retry,
     )
     register(handle)
     return handle

@@ -10,7 +10,7 @@ leaves no retry.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.dispatch import Signal
@@ -21,6 +21,7 @@ from ..exceptions import Blocked, Cancelled, Uncertain, Unrecoverable
 from ..validation import storable_json as ensure_json
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
+    BaseTaskBackend,
     TaskContext,
     TaskResult,
     TaskResultStatus,
@@ -32,9 +33,8 @@ from .compat import (
 from .results import ATTEMPT, ERROR, History, build_result, error_record, rebuild_task
 
 if TYPE_CHECKING:
-    from ..engine.context import JobContext
+    from ..engine.run.context import JobContext
     from ..models import Job
-    from .backend import JobsBackend
 
 logger = logging.getLogger("django_jobs.tasks")
 
@@ -56,10 +56,11 @@ def run_task(ctx: JobContext) -> Any:
             f"TASKS[{alias!r}] is {type(backend).__name__} here, not JobsBackend. Point it at "
             "django_jobs.tasks.JobsBackend, then retry the job; or cancel it."
         )
-    return execute(cast("JobsBackend", backend), ctx)
+    return execute(backend, ctx)
 
 
-def execute(backend: JobsBackend, ctx: JobContext) -> Any:
+def execute(backend: BaseTaskBackend, ctx: JobContext) -> Any:
+    # The backend is JobsBackend (run_task checked), typed by its base: backend.py imports this.
     job = ctx.job
     alias = jobs_settings.DATABASE
     history = History.load(job.pk, alias)

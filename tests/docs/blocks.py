@@ -52,6 +52,8 @@ APP_SETTINGS = {
     "EVENTSTREAM_REDIS",  # django-eventstream
     "EVENTSTREAM_STORAGE_CLASS",
     "EVENTSTREAM_CHANNELMANAGER_CLASS",
+    "CELERY_TIMEZONE",  # django_jobs.celery: a beat schedule's zone
+    "CELERY_BEAT_SCHEDULE",  # django_jobs.celery: declared as schedules at start
 }
 
 
@@ -201,8 +203,8 @@ def isolated(page: Page) -> Iterator[None]:
     """The registry and the declared schedules as they were, and no module of the page, once
     the page has run. A kind the test project has that the page declares anew is taken out
     while the page runs (so the page's own definition registers), then put back."""
-    from django_jobs import registry
     from django_jobs.engine import schedules
+    from django_jobs.kinds import registry
 
     before = {h.kind: h for h in registry.all_handles()}
     scheduled = {h.name: h for h in schedules.declared()}
@@ -282,7 +284,7 @@ def check_names(page: Page) -> None:
 
 
 def _functions(value: Any) -> Iterator[types.FunctionType]:
-    from django_jobs.registry import JobHandle
+    from django_jobs.kinds.handle import JobHandle
 
     if isinstance(value, JobHandle):
         value = value.func

@@ -107,7 +107,7 @@ def test_the_tests_a_block_defines_run_and_must_pass(tmp_path: Path, db: None) -
 def test_a_page_kind_that_the_project_has_is_its_own_while_the_page_runs(
     tmp_path: Path, db: None
 ) -> None:
-    from django_jobs.registry import get
+    from django_jobs.kinds.registry import get
 
     project = get("demo.hello")
     page = _page(

@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 
 from django_jobs import clock
-from django_jobs.engine.context import JobContext, LiveState
-from django_jobs.engine.steps import LeaseLost
+from django_jobs.engine.durable.journal import LeaseLost
+from django_jobs.engine.run.context import JobContext, LiveState
 from django_jobs.models import Job, JobStep
 from django_jobs.store import get_store
 from testproject.jobs import three_steps

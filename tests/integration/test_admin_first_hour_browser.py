@@ -18,8 +18,8 @@ import pytest
 import time_machine
 
 from django_jobs import clock, operations
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job
-from django_jobs.registry import lookup
 from tests.conftest import wait_until
 from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
     ARTIFACTS,

@@ -336,7 +336,7 @@ def test_the_demo_registry_holds_the_demo_kinds_and_no_test_kind(tmp_path):
 
 
 def test_the_test_settings_hold_the_demo_and_the_test_kinds():
-    from django_jobs.registry import get
+    from django_jobs.kinds.registry import get
 
     assert get("demo.render") is not None and get("test.noop") is not None
     from testproject import jobs

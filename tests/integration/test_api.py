@@ -9,8 +9,8 @@ import pytest
 import time_machine
 
 from django_jobs import operations
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job, Schedule
-from django_jobs.registry import lookup
 from django_jobs.testing import run_until_idle
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -101,7 +101,7 @@ def test_unknown_and_forbidden_kinds_get_the_same_body(member, operator):
 def test_an_operator_submitting_an_unknown_kind_is_told_the_known_kinds(operator, member):
     """Operators see every kind (GET kinds/): nothing to hide, so the answer is the CLI's
     UNKNOWN_KIND, naming the kinds that exist. A member still gets the 403 of a forbidden kind."""
-    from django_jobs.registry import all_handles
+    from django_jobs.kinds.registry import all_handles
 
     response = submit(operator, {"kind": "demo.rendr", "payload": {}})
     assert response.status_code == 400
@@ -200,7 +200,7 @@ def test_the_api_and_admission_measure_a_payload_alike(member, settings):
     """One check (``validation.storable_payload``): the stored JSON in UTF-8 bytes, so a
     payload admission takes is never a 413, and the refusal is admission's own message."""
     from django_jobs import InvalidPayload
-    from django_jobs.registry import lookup
+    from django_jobs.kinds.registry import lookup
 
     settings.JOBS = {**settings.JOBS, "MAX_PAYLOAD_BYTES": 1000}
     fits = {"name": "é" * 490}  # 991 bytes stored; 2,951 once ASCII-escaped

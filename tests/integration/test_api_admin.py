@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job
-from django_jobs.registry import lookup
 
 CHANGELIST = "/admin/django_jobs/job/"
 

@@ -1,16 +1,25 @@
 """The API's fleet endpoints: ``GET workers/``, ``GET queues/``, ``POST queues/{name}/pause/``
-and ``resume/`` (operators only), and ``worker`` in a running job's JSON."""
+and ``resume/`` (operators only), and ``worker`` in a running job's JSON (operators only)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 import time_machine
 
-from django_jobs.engine import fleet
-from django_jobs.engine.worker import make_worker_id
-from django_jobs.models import PausedQueue
+from django_jobs.engine.rows import fleet
+from django_jobs.engine.worker.worker import make_worker_id
+from django_jobs.events.payloads import (
+    OPERATORS_CHANNEL,
+    member_text,
+    text_for_channel,
+    user_channel,
+)
+from django_jobs.models import JobEventRecord, PausedQueue
+from django_jobs.serialize import event_text, member_view
+from django_jobs.testing import run_until_idle
 from testproject.jobs import noop, report
 from tests.conftest import claim
 
@@ -59,13 +68,41 @@ def test_workers_are_for_operators_only(member, operator, api_client, api_users)
     assert row["version"]
 
 
-def test_a_running_job_in_the_api_names_its_worker(member, api_users):
+def test_a_running_job_names_its_worker_to_operators_only(member, operator, api_users):
     job = report.enqueue({"title": "t", "rows": 1}, owner=api_users.member)
-    assert member.get(f"/api/jobs/{job.pk}/").json()["worker"] is None
+    assert operator.get(f"/api/jobs/{job.pk}/").json()["worker"] is None
     claim(make_worker_id("default", "box-9"))
-    assert member.get(f"/api/jobs/{job.pk}/").json()["worker"] == "box-9"
-    [listed] = member.get("/api/jobs/").json()["results"]
+    assert operator.get(f"/api/jobs/{job.pk}/").json()["worker"] == "box-9"
+    [listed] = operator.get("/api/jobs/").json()["results"]
     assert listed["worker"] == "box-9"
+    # Its owner sees it running, not where: the key is not there at all (SPEC §15).
+    mine = member.get(f"/api/jobs/{job.pk}/").json()
+    assert mine["state"] == "running" and "worker" not in mine
+    [listed] = member.get("/api/jobs/").json()["results"]
+    assert listed["state"] == "running" and "worker" not in listed
+    assert "box-9" not in member.get("/api/jobs/").content.decode()
+
+
+def test_a_members_events_and_demo_page_never_name_the_worker(api_users, client):
+    job = report.enqueue({"title": "t", "rows": 1}, owner=api_users.member)
+    claim(make_worker_id("default", "box-9"))
+    job.refresh_from_db()
+    # The stored event text is the operators'; the owner receives the member's text of it.
+    text = event_text("job.started", job, job.started_at)
+    assert json.loads(text)["job"]["worker"] == "box-9"
+    assert text_for_channel(text, OPERATORS_CHANNEL) == text
+    owners = json.loads(text_for_channel(text, user_channel(str(api_users.member.pk))))
+    assert owners["job"]["state"] == "running" and "worker" not in owners["job"]
+    assert owners == {**json.loads(text), "job": member_view(json.loads(text)["job"])}
+    # The demo page: the owner's jobs, as the owner may see them.
+    client.force_login(api_users.member)
+    [shown] = client.get("/demo/jobs.json").json()["results"]
+    assert shown["id"] == job.pk and shown["state"] == "running" and "worker" not in shown
+    # And the events a real run stores reach the owner without it.
+    run_until_idle()
+    for row in JobEventRecord.objects.filter(job_id=job.pk):
+        assert "worker" in json.loads(row.data)["job"]
+        assert "worker" not in json.loads(member_text(row.data))["job"]
 
 
 def test_queues_list_pause_and_resume(member, operator):

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from django_jobs import operations
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Schedule
-from django_jobs.registry import lookup
 
 ROLES = ("anonymous", "member", "other", "operator", "superuser")
 

@@ -21,9 +21,9 @@ from schemathesis import checks
 from schemathesis.generation import GenerationMode
 
 from django_jobs.api import serializers as api_serializers
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Schedule
 from django_jobs.observability.stats import queue_stats
-from django_jobs.registry import lookup
 from django_jobs.serialize import JobField, JsonType, job_detail_json, job_json
 from django_jobs.testing import run_until_idle
 

@@ -23,9 +23,9 @@ from django_jobs import operations
 from django_jobs.api.views import JobsSchemaGenerator, SchemaView
 from django_jobs.events import quota
 from django_jobs.events.sse import events
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job, Schedule, Throttle
 from django_jobs.observability.stats import queue_stats
-from django_jobs.registry import lookup
 from tests.conftest import claim, session_cookie, wait_until
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

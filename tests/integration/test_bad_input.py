@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from django_jobs import InvalidPayload, emit, schedule
 from django_jobs.engine.schedules import undeclare
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job, JobStep, Schedule
-from django_jobs.registry import lookup
 from django_jobs.testing import run_until_idle
 from django_jobs.validation import MAX_DEPTH
 

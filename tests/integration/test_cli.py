@@ -22,10 +22,10 @@ from django.utils import timezone
 
 from django_jobs import Uncertain, job, operations
 from django_jobs.cli import EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_REFUSED
-from django_jobs.engine.cron import next_runs
+from django_jobs.engine.schedules.cron import next_runs
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobStep, Schedule
 from django_jobs.observability.stats import queue_stats
-from django_jobs.registry import unregister
 from django_jobs.serialize import job_json
 from django_jobs.testing import run_until_idle
 from testproject.jobs import always_fail, keeps_requeueing, noop, record, slow, validated

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from django_jobs import Retry, job
 from django_jobs.cli import render
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobStep, Schedule
 from django_jobs.printable import printable, printable_json
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 
 # Characters a terminal acts on, or that cannot be printed: C0 (but the layout's newline), DEL,

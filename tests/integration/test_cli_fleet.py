@@ -11,7 +11,7 @@ import pytest
 import time_machine
 from django.core.management import CommandError, call_command
 
-from django_jobs.engine import fleet
+from django_jobs.engine.rows import fleet
 from django_jobs.models import PausedQueue
 from testproject.jobs import noop
 
@@ -57,3 +57,45 @@ def test_pause_of_an_unknown_engine_says_which_exist():
     with pytest.raises(CommandError):
         call_command("jobs", "pause", "", "--json", stdout=out)
     assert json.loads(out.getvalue())["error"]["code"] == "INVALID_PAYLOAD"
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("w" * 300, "--name is 300 characters; a worker's name holds at most 183"),
+        ("web\x1b[31m-1", "U+001B"),
+        ("tab\there", "U+0009"),
+    ],
+)
+def test_runjobs_refuses_a_name_that_no_row_can_hold_before_it_starts(name, said):
+    with pytest.raises(CommandError) as refused:
+        call_command("runjobs", "--name", name, "--burst", "--processes", "0")
+    message = str(refused.value)
+    assert said in message and "--name" in message
+    assert "\x1b" not in message and "\t" not in message  # never printed raw
+
+
+def test_the_longest_name_runjobs_accepts_fits_its_row_and_its_jobs():
+    # The limit is the columns' own: a worker of the longest name writes its row and claims.
+    from django_jobs.engine.worker.worker import make_worker_id
+    from tests.conftest import claim
+
+    assert fleet.name_limit("default") == 183 and fleet.name_limit("fleet") == 185
+    longest = "n" * fleet.name_limit("default")
+    assert fleet.name_problem(longest) is None
+    assert fleet.name_problem(longest + "n") is not None
+    fleet.register(longest)
+    job = noop.enqueue({"n": "longest"})
+    [claimed] = claim(make_worker_id("default", longest))
+    assert claimed.pk == job.pk
+    job.refresh_from_db()
+    assert job.worker_id.startswith(longest + ":default:") and len(job.worker_id) == 200
+
+
+@pytest.mark.process
+def test_runjobs_with_a_name_too_long_exits_at_once_saying_what_to_pass(spawn):
+    worker = spawn("runjobs", "--name", "w" * 300)
+    assert worker.wait(timeout=60) != 0
+    output = worker.output()
+    assert "at most 183" in output and "Pass a shorter --name" in output
+    assert "retrying" not in output

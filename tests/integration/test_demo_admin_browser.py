@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job
-from django_jobs.registry import lookup
 from tests.conftest import wait_until
 from tests.integration.test_admin_browser import (  # noqa: F401 - fixtures
     ARTIFACTS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_jobs.registry import lookup
+from django_jobs.kinds.registry import lookup
 from django_jobs.testing import run_until_idle
 
 

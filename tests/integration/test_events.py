@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import django_jobs
-from django_jobs.engine.publish import EventWriter, Published, publish
+from django_jobs.engine.rows.publish import EventWriter, Published, publish
 from django_jobs.events import prune_events
 from django_jobs.events.checks import check_live_events
 from django_jobs.events.fanout import send_sse, ws_messages
@@ -160,6 +160,12 @@ errors_with_tracebacks = st.builds(
             "idempotency_key": st.none() | st.text(),
             "engine": st.text(),
             "parent_id": st.none() | st.integers(1, 2**62),
+            # A worker's name may hold what the member's text cuts out by its text.
+            "worker_id": st.none()
+            | st.builds(
+                lambda name: f"{name}:default:t",
+                st.text() | st.sampled_from([',"worker":"x"', '"}', "\\"]),
+            ),
         }
     ),
     progress=st.none()
@@ -175,6 +181,12 @@ def test_the_fast_event_text_is_the_encoded_event(event_type, state, fields, pro
     member = encode(event_data(event_type, job, at, line, view=View.MEMBER))
     assert member_text(text) == member
     assert TRACEBACK_MARKER not in (json.loads(member)["job"]["error"] or "")
+    # Which worker runs it is the operators' to know: a member's text has no such key.
+    assert "worker" not in json.loads(member)["job"]
+    assert ("worker" in json.loads(text)["job"]) and (
+        (json.loads(text)["job"]["worker"] is not None)
+        == (state == JobState.RUNNING and bool(fields["worker_id"]))
+    )
 
 
 @settings(max_examples=300)
@@ -412,14 +424,16 @@ def test_a_delivered_row_reaches_each_channel_with_its_row_id_and_its_readers_te
         for listener in (mine_listener, operators_listener):
             listeners.remove(listener)
         loop.close()
-    # Operators get the stored text; the owner the same event without the traceback.
+    # Operators get the stored text; the owner the same event without the traceback (and
+    # without the operators' ``worker``).
     assert operators_listener.pending == [(row.pk, "job.failed", row.data)]
     ((event_id, event_type, text),) = mine_listener.pending
     assert (event_id, event_type) == (row.pk, "job.failed")
     owner_view = json.loads(text)
     assert owner_view["job"]["error"] == public_error(data_of(row)["job"]["error"])
     assert "Traceback" not in text and "testproject/jobs.py" not in text
-    assert owner_view == {**data_of(row), "job": {**data_of(row)["job"], "error": ANY}}
+    operators_job = {key: value for key, value in data_of(row)["job"].items() if key != "worker"}
+    assert owner_view == {**data_of(row), "job": {**operators_job, "error": ANY}}
     assert ws_messages([stored]) == [
         (OPERATORS_GROUP, {"type": "jobs.event", "text": row.data, "job": failing.pk}),
         (

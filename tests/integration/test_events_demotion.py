@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from django_jobs.events.signin import RECHECK_EVERY
-from django_jobs.registry import lookup
+from django_jobs.kinds.registry import lookup
 from tests.conftest import SSEClient, session_cookie
 from tests.integration.test_events_live import WSClient
 from tests.integration.test_events_security import closes_within, sse_ended, ws_ended

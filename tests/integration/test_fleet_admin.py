@@ -3,8 +3,8 @@ operators act, a view-only staff user looks and is refused."""
 
 from __future__ import annotations
 
-from django_jobs.engine import fleet
-from django_jobs.engine.worker import make_worker_id
+from django_jobs.engine.rows import fleet
+from django_jobs.engine.worker.worker import make_worker_id
 from django_jobs.models import PausedQueue
 from testproject.jobs import noop
 from tests.conftest import claim

@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_jobs.engine import fleet
+from django_jobs.engine.rows import fleet
 from django_jobs.models import Job
 from django_jobs.models import Worker as WorkerRow
 from testproject.jobs import slow

@@ -12,13 +12,15 @@ import socket
 import time
 
 import pytest
+from django.db import connection
 
 import django_jobs
 from django_jobs import operations
-from django_jobs.models import Job
+from django_jobs.models import Job, PausedQueue
 from django_jobs.models import Worker as WorkerRow
 from testproject.jobs import record
 from testproject.models import Execution
+from tests.conftest import requires_postgres
 from tests.integration.test_worker_processes import exit_code, wait_for
 
 pytestmark = pytest.mark.process
@@ -131,3 +133,38 @@ def test_a_pause_outlives_worker_restarts(spawn):
         "burst-2": "stopped",
         "burst-3": "stopped",
     }
+
+
+@pytest.mark.postgres
+@requires_postgres
+def test_a_pause_row_written_by_sql_without_notify_is_seen_within_a_second(spawn):
+    # The NOTIFY is a hint: a pause row that comes without one (written by SQL, restored from a
+    # backup, on a promoted replica) holds within a second all the same.
+    worker = spawn(
+        "runjobs", "-v", "2", "--name", "proc-sql", "--concurrency", "2",
+        env={"JOBS_LOG_LEVEL": "INFO"},
+    )  # fmt: skip
+    wait_for(lambda: row("proc-sql") is not None, "no worker row", worker)
+    warm = record.enqueue({"n": "warm"}, queue="mail")
+    wait_for(lambda: state(warm) == "succeeded", "the worker did not run mail jobs", worker)
+
+    table = PausedQueue._meta.db_table
+    began = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (engine, queue, reason, paused_at, paused_by) "
+            "VALUES ('default', 'mail', 'by hand', now(), '')"
+        )
+    worker.wait_for_output(PAUSE_SEEN, timeout=10)
+    heard = time.monotonic() - began
+    assert heard < 1.0, f"the worker read the pause row after {heard:.2f}s"
+
+    held = record.enqueue({"n": "held"}, queue="mail")  # its NOTIFY wakes the worker
+    after = record.enqueue({"n": "after"})
+    wait_for(lambda: state(after) == "succeeded", "the default queue stopped too", worker)
+    assert state(held) == "queued"
+    assert not Execution.objects.filter(job_id=held.pk).exists()
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE engine = 'default' AND queue = 'mail'")
+    wait_for(lambda: state(held) == "succeeded", "the queue resumed by SQL did not run", worker)

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from django_jobs import Retry, job, mcp_server, operations
 from django_jobs.cli import EXIT_REFUSED
 from django_jobs.exceptions import NotRetryable, UnknownStep
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobStep
 from django_jobs.printable import printable
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db

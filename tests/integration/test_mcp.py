@@ -241,7 +241,7 @@ def test_actions_need_allow_actions_and_return_what_the_cli_prints(worker_env, r
 
 
 def test_workers_queues_and_pausing_return_what_the_cli_prints(worker_env, rows, tmp_path):
-    from django_jobs.engine import fleet
+    from django_jobs.engine.rows import fleet
     from django_jobs.models import PausedQueue
 
     fleet.register("box-1", queues=["media"], concurrency=2)

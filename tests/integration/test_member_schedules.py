@@ -18,7 +18,7 @@ import time_machine
 
 from django_jobs.conf import DEFAULTS
 from django_jobs.engine import schedules
-from django_jobs.engine.scheduler import tick
+from django_jobs.engine.schedules.scheduler import tick
 from django_jobs.models import Job, Schedule
 from django_jobs.signals import schedule_skipped
 

@@ -10,8 +10,8 @@ import pytest
 
 from django_jobs import Retry, job
 from django_jobs.events.payloads import member_text
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.registry import unregister
 from django_jobs.serialize import TRACEBACK_MARKER
 from django_jobs.testing import run_until_idle
 from testproject.jobs import square

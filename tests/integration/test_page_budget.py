@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_jobs.api.pagination import ROW_OVERHEAD_BYTES
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job
-from django_jobs.registry import lookup
 
 PAYLOAD_BYTES = 4000
 BUDGET = 3 * (PAYLOAD_BYTES + 20 + ROW_OVERHEAD_BYTES) + 100  # three such jobs per page

@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from django_jobs.events.payloads import event_text
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job, JobStep, Schedule
-from django_jobs.registry import lookup
 
 pytestmark = pytest.mark.skipif(
     "os.environ.get('DATABASE_URL')", reason="PostgreSQL cannot hold these rows at all"

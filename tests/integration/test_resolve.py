@@ -10,8 +10,8 @@ from django.db import connection
 
 from django_jobs import Uncertain, job, operations
 from django_jobs.events.outbox import writer
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.registry import unregister
 from django_jobs.store.postgres import CHANNEL
 from django_jobs.testing import run_until_idle
 from tests.conftest import on_postgres

@@ -62,16 +62,18 @@ def make_jobs(
     selected = [f"{c} || %s" if c == quote("idempotency_key") else c for c in columns]
     table = connection.ops.quote_name(Job._meta.db_table)
     copied = len(seed)
+    seed.sort()
     with connection.cursor() as cursor:
         for copy in itertools_count(1):
             if copied >= count:
                 break
             take = min(len(seed), count - copied)
+            # A plain range of the seed's ids (the seed rows are the only ones in it): no
+            # subquery whose plan depends on what the table's statistics say at that moment.
             cursor.execute(
                 f"INSERT INTO {table} ({', '.join(columns)}) "
-                f"SELECT {', '.join(selected)} FROM {table} WHERE id IN "
-                f"(SELECT id FROM {table} WHERE id >= %s AND id <= %s ORDER BY id LIMIT %s)",
-                [f"-copy{copy}", min(seed), max(seed), take],
+                f"SELECT {', '.join(selected)} FROM {table} WHERE id >= %s AND id <= %s",
+                [f"-copy{copy}", seed[0], seed[take - 1]],
             )
             copied += take
     ids = list(

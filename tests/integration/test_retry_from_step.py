@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from django_jobs import Retry, job, operations
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db

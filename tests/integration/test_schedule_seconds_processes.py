@@ -13,8 +13,8 @@ import time_machine
 
 from django_jobs import clock
 from django_jobs.engine import schedules
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job, JobEventRecord
-from django_jobs.registry import lookup
 from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.engine]

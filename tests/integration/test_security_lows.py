@@ -16,10 +16,10 @@ from django.core.management import CommandError
 from django.test import Client
 
 from django_jobs import operations
+from django_jobs.kinds.registry import lookup
 from django_jobs.management.commands.jobs import Command as JobsCommand
 from django_jobs.management.commands.runjobs import Command as RunjobsCommand
 from django_jobs.models import Job, Schedule
-from django_jobs.registry import lookup
 
 
 def basic(username: str, password: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from django_jobs.engine.step_writer import LEADERS
+from django_jobs.engine.durable.step_writer import LEADERS
 from django_jobs.models import Job, JobStep
 from django_jobs.testing import run_until_idle
 from testproject.jobs import (
@@ -166,7 +166,7 @@ def body_runs(job_ids: list[int]) -> Counter[tuple[int, str]]:
 
 def test_a_kill_mid_drain_reruns_no_step_whose_grouped_write_was_stored(spawn):
     # More threads than leaders: step rows of several threads share a commit
-    # (engine/step_writer.py). A kill -9 mid-drain, then a second worker finishes.
+    # (engine/durable/step_writer.py). A kill -9 mid-drain, then a second worker finishes.
     jobs = counted_steps.enqueue_many([{"n": n} for n in range(300)])
     ids = [job.pk for job in jobs]
     first = spawn("runjobs", "--processes", "0", "--concurrency", str(LEADERS * 4), env=SHORT_LEASE)

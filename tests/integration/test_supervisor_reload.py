@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from django_jobs import job
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from tests.integration.test_supervisor_processes import alive, refreshed
 from tests.integration.test_worker_processes import terminate, wait_for
 

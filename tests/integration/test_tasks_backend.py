@@ -24,8 +24,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 import django_jobs
+from django_jobs.kinds.registry import get, unregister
 from django_jobs.models import Job, JobStep
-from django_jobs.registry import get, unregister
 from django_jobs.tasks import JobsBackend
 from django_jobs.tasks.compat import (
     InvalidTask,

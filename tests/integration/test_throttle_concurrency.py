@@ -1,9 +1,10 @@
-"""Throttles hold under concurrency (SPEC §7, "And: ..."; docs/security.md, Throttles).
+"""Throttles and caps hold under concurrency (SPEC §7, "And: ..."; docs/security.md, Throttles).
 
 Requests sent at once, each on its own thread and database connection, as web processes and
 their threads send them: no more than the rate is admitted, and no more refused credentials
-than the rate are hashed. The rates are per hour, so that the real clock adds no unit while
-the test runs; nothing sleeps.
+than the rate are hashed, and no member ends up owning more than ``JOBS["MEMBER_SCHEDULES"]``
+schedules. The rates are per hour, so that the real clock adds no unit while the test runs;
+nothing sleeps.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import time_machine
 from django.db import connections
 from django.test import Client
 
-from django_jobs.models import Job, Throttle
+from django_jobs.engine import schedules
+from django_jobs.models import Job, Schedule, Throttle
 from django_jobs.throttling import spend
 
 THREADS = 20
@@ -119,3 +121,43 @@ def test_a_moment_read_late_never_makes_the_budget_whole_again():
         for _ in range(4):
             assert spend("member:late", "4/h") is None
         assert spend("member:late", "4/h") is not None
+
+
+SCHEDULE = {"every": "1m", "kind": "api.report", "payload": {"title": "t"}}
+
+
+def schedules_at_once(n: int, names: str) -> list[int]:
+    """``n`` schedules asked for at once by the member, each on its own connection."""
+    member = basic("member", "pw-member")
+
+    def add(i: int) -> int:
+        body = json.dumps({**SCHEDULE, "name": f"{names}{i}"})
+        answer = Client().post(
+            "/api/jobs/schedules/", body, content_type="application/json", **member
+        )
+        return answer.status_code
+
+    return at_once(add, n)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_schedules_never_take_a_member_past_member_schedules(api_users, settings):
+    # The cap counts the owner's rows; with none yet there is no row to lock, so the count is
+    # made under a lock of the owner's own that always exists.
+    assert settings.JOBS.get("MEMBER_SCHEDULES", 20) == 20
+    settings.JOBS = {**settings.JOBS, "MEMBER_RATE": None, "AUTH_FAILURE_RATE": None}
+    statuses = schedules_at_once(30, "first")
+    assert statuses.count(201) == 20 and statuses.count(400) == 10, statuses
+    assert Schedule.objects.filter(owner=api_users.member).count() == 20
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_schedules_fill_a_members_cap_exactly(api_users, settings):
+    settings.JOBS = {**settings.JOBS, "MEMBER_RATE": None, "AUTH_FAILURE_RATE": None}
+    for n in range(16):
+        schedules.create(name=f"owned{n}", owner=api_users.member, **SCHEDULE)
+    statuses = schedules_at_once(10, "more")
+    assert statuses.count(201) == 4 and statuses.count(400) == 6, statuses
+    assert Schedule.objects.filter(owner=api_users.member).count() == 20
+    # Another member's cap is their own: the lock is per owner.
+    assert schedules.create(name="theirs", owner=api_users.other, by=api_users.other, **SCHEDULE)

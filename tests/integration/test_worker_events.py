@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from django.db import OperationalError
 
-from django_jobs.engine import publish as publish_module
-from django_jobs.engine.publish import EventWriter, storing_events
+from django_jobs.engine.rows import publish as publish_module
+from django_jobs.engine.rows.publish import EventWriter, storing_events
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.store import events as event_store
 from testproject.jobs import record, slow

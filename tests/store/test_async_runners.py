@@ -16,10 +16,10 @@ from django.db import OperationalError, connection
 from django.test import TestCase, TransactionTestCase
 
 from django_jobs import Retry, job
-from django_jobs.engine.loops import ThreadLoop
-from django_jobs.engine.worker import Worker
+from django_jobs.engine.run.loops import ThreadLoop
+from django_jobs.engine.worker.worker import Worker
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobStep
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 from tests.conftest import on_postgres
 from tests.integration.test_events import needs_file_database

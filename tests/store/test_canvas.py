@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from django_jobs import ChildFailed, InvalidPayload, UnknownKind, chain, group
 from django_jobs.canvas import FLOW_KIND
+from django_jobs.kinds.registry import lookup
 from django_jobs.models import Job, JobStep
-from django_jobs.registry import lookup
 from django_jobs.testing import run_until_idle
 from testproject.jobs import canvas_add, canvas_echo, canvas_total
 from testproject.models import Execution

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase as HypothesisTestCase
 
-from django_jobs.engine.loops import bound_silent_network
-from django_jobs.engine.worker import Worker
+from django_jobs.engine.run.loops import bound_silent_network
+from django_jobs.engine.worker.worker import Worker
 from django_jobs.models import Job, JobStep, PrunedCount
 from django_jobs.states import ENDED_STATES, LIVE_STATES
 from django_jobs.store import Store, get_store

@@ -21,9 +21,9 @@ from django_jobs import (
     retry,
     wake_waiting,
 )
-from django_jobs.engine.retry import RetryDecision
+from django_jobs.kinds.registry import unregister
+from django_jobs.kinds.retry import RetryDecision
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.serialize import job_json
 from django_jobs.testing import run_until_idle
 from testproject.jobs import always_fail, async_job, keeps_requeueing, noop, record

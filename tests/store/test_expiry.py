@@ -15,8 +15,8 @@ from django.test import TestCase
 
 from django_jobs import InvalidDuration, Retry, enqueue, job, retry
 from django_jobs.engine.maintenance import end_expired_jobs
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.serialize import job_json
 from django_jobs.signals import job_event
 from django_jobs.testing import run_until_idle

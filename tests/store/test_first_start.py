@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.test import TestCase
 
 from django_jobs import Retry, job
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.testing import run_until_idle
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -23,10 +23,10 @@ from hypothesis.extra.django import TestCase as HypothesisTestCase
 
 import django_jobs
 from django_jobs import operations
-from django_jobs.engine import fleet
-from django_jobs.engine.limits import claim_within_limits
 from django_jobs.engine.maintenance import prune_workers
-from django_jobs.engine.worker import Worker, make_worker_id
+from django_jobs.engine.rows import fleet
+from django_jobs.engine.run.limits import claim_within_limits
+from django_jobs.engine.worker.worker import Worker, make_worker_id
 from django_jobs.exceptions import InvalidPayload, UnknownEngine
 from django_jobs.models import Job, PausedQueue, worker_name
 from django_jobs.models import Worker as WorkerRow

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_jobs import clock
-from django_jobs.engine.publish import store_events
+from django_jobs.engine.rows.publish import store_events
 from django_jobs.events.outbox import writer
 from django_jobs.events.payloads import encode, event_data
 from django_jobs.models import Job, JobEventRecord

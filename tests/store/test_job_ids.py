@@ -19,7 +19,7 @@ from django.test import TransactionTestCase
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_jobs.engine.publish import writer
+from django_jobs.engine.rows.publish import writer
 from django_jobs.events.payloads import encode, event_data
 from django_jobs.models import Job, JobEventRecord
 from django_jobs.store.postgres import JobIds

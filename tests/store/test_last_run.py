@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.test import TestCase
 
 from django_jobs import Blocked, Retry, job, retry
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.testing import INLINE_WORKER, run_until_idle
 
 

@@ -9,9 +9,9 @@ import time_machine
 from django.test import TestCase, override_settings
 
 from django_jobs import job
-from django_jobs.engine.limits import claim_within_limits, parse_rate
+from django_jobs.engine.run.limits import claim_within_limits, parse_rate
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
-from django_jobs.registry import unregister
 from django_jobs.store import get_store
 from django_jobs.testing import run_until_idle
 from testproject.jobs import noop

@@ -14,8 +14,8 @@ from django.test import TestCase, override_settings
 
 from django_jobs import InvalidSchedule, schedule
 from django_jobs.engine import schedules
-from django_jobs.engine.scheduler import tick_until
 from django_jobs.engine.schedules import undeclare
+from django_jobs.engine.schedules.scheduler import tick_until
 from django_jobs.models import Job, Schedule
 from django_jobs.testing import fire_schedules, run_until_idle
 from testproject.jobs import noop
@@ -172,7 +172,7 @@ class OptionsTests(Declared, TestCase):
 
 class WorkerTickTests(TestCase):
     def test_the_leader_wakes_at_its_schedules_next_occurrence(self):
-        from django_jobs.engine.worker import MIN_TICK, TICK_EVERY, Worker
+        from django_jobs.engine.worker.worker import MIN_TICK, TICK_EVERY, Worker
 
         with time_machine.travel(T0, tick=False) as clock:
             schedules.create(name="w20", every="20s", kind="test.noop")

@@ -16,8 +16,8 @@ import time_machine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_jobs.engine import cron, schedules
-from django_jobs.engine.schedules import undeclare
+from django_jobs.engine import schedules
+from django_jobs.engine.schedules import cron, undeclare
 from django_jobs.exceptions import (
     InvalidPayload,
     InvalidSchedule,
@@ -297,7 +297,7 @@ def test_upcoming_is_empty_while_paused_and_refuses_a_row_that_no_longer_parses(
 
 
 def test_owner_refusal_says_why_and_what_to_do(api_users):
-    from django_jobs.registry import get
+    from django_jobs.kinds.registry import get
 
     assert schedules.owner_refusal(api_users.member, get("api.report")) is None
     assert "may no longer schedule 'test.noop'" in schedules.owner_refusal(

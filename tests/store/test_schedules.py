@@ -11,8 +11,8 @@ from django.db import connection, connections
 from django.test import TestCase, TransactionTestCase, override_settings
 
 from django_jobs import InvalidSchedule, schedule
-from django_jobs.engine.scheduler import tick
 from django_jobs.engine.schedules import undeclare
+from django_jobs.engine.schedules.scheduler import tick
 from django_jobs.models import Job, Schedule
 from django_jobs.testing import fire_schedules, run_until_idle
 from testproject.jobs import noop

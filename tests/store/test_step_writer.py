@@ -15,11 +15,11 @@ import pytest
 from django.db import IntegrityError, connection, connections, transaction
 
 from django_jobs import Retry, job
-from django_jobs.engine.context import LiveState
-from django_jobs.engine.executor import Executor
-from django_jobs.engine.step_writer import StepWriter
+from django_jobs.engine.durable.step_writer import StepWriter
+from django_jobs.engine.run.context import LiveState
+from django_jobs.engine.run.executor import Executor
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import JobStep
-from django_jobs.registry import unregister
 from django_jobs.store.base import StepRow
 from testproject.models import Execution
 from tests.conftest import claim, on_postgres, wait_until

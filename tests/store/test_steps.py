@@ -14,10 +14,10 @@ from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
 from django_jobs import Retry, emit, job, resolve, retry
-from django_jobs.engine.context import JobContext, LiveState
-from django_jobs.engine.steps import Steps
+from django_jobs.engine.durable.steps import Steps
+from django_jobs.engine.run.context import JobContext, LiveState
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobStep
-from django_jobs.registry import unregister
 from django_jobs.store import get_store
 from django_jobs.testing import run_until_idle
 from testproject.models import Execution
@@ -259,7 +259,7 @@ class EventTests(StepKinds):
         def runner(ctx):
             return ctx.step.wait_for_event("wait", "race.go")
 
-        from django_jobs.engine import steps as steps_module
+        from django_jobs.engine.durable import steps as steps_module
 
         original = steps_module.first_matching_event
 
@@ -289,7 +289,7 @@ class CrashReplayProperty(StepKinds):
         from hypothesis import strategies as st
 
         from django_jobs import clock as jclock
-        from django_jobs.engine.executor import Executor
+        from django_jobs.engine.run.executor import Executor
 
         class Crash(SystemExit):
             """Stands for the process dying mid-activity: nothing after it is recorded."""

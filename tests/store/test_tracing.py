@@ -27,12 +27,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from opentelemetry.trace import SpanKind, StatusCode
 
 from django_jobs import Retry, job, schedule
-from django_jobs.engine import tracing
+from django_jobs.engine.observe import tracing
 from django_jobs.engine.schedules import undeclare
-from django_jobs.engine.worker import Worker
+from django_jobs.engine.worker.worker import Worker
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job
 from django_jobs.observability.tracing import JobLogFilter
-from django_jobs.registry import unregister
 from django_jobs.testing import fire_schedules, run_until_idle
 from testproject.jobs import noop
 from testproject.tasks import add

@@ -20,8 +20,8 @@ from django_jobs import (
     job,
     retry,
 )
+from django_jobs.kinds.registry import unregister
 from django_jobs.models import Job, JobStep
-from django_jobs.registry import unregister
 from django_jobs.serialize import job_json
 from django_jobs.testing import run_until_idle
 from tests.conftest import claim
@@ -484,7 +484,7 @@ class EndPathTests(WorkflowKinds):
 
 class ForeignChildTests(WorkflowKinds):
     def test_a_child_of_another_parent_is_rechecked_not_adopted(self):
-        from django_jobs.engine.workflows import FOREIGN_RECHECK
+        from django_jobs.engine.durable.workflows import FOREIGN_RECHECK
 
         child = self.square_kind()
 

@@ -16,7 +16,7 @@ def test_every_step_the_trace_times_is_still_where_it_looks(target):
 
 def test_a_step_that_moved_stops_the_trace_naming_it():
     with pytest.raises(SystemExit, match=r"Worker\._claim_everything is gone"):
-        resolve("django_jobs.engine.worker:Worker._claim_everything")
+        resolve("django_jobs.engine.worker.worker:Worker._claim_everything")
     with pytest.raises(SystemExit, match=r"django_jobs\.nowhere:X\.y is gone"):
         resolve("django_jobs.nowhere:X.y")
 

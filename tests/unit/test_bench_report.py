@@ -7,6 +7,7 @@ from bench.report import (
     COMPARISONS,
     PROCESSES_CPU,
     PROCESSES_NOOP,
+    RECYCLING_DRAIN,
     Comparison,
     checks_table,
     figures_table,
@@ -97,6 +98,11 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         (f"{PROCESSES_CPU}2", f"{PROCESSES_CPU}1", 1.7, True),
         (f"{PROCESSES_NOOP}1", f"{PROCESSES_NOOP}0", 0.95, True),
         (f"{PROCESSES_CPU}2", CELERY_PREFORK, 1.0, True),
+        # Recycling every 3 jobs at least 0.7 of the drain without recycling.
+        (RECYCLING_DRAIN, f"{PROCESSES_CPU}2", 0.7, True),
+        # A kind with a time limit: its drain and pickup within 3 % of the same kind without.
+        ("drain c=4 soft limit", "drain c=4 no limit", 0.97, True),
+        ("pickup p50 soft limit", "pickup p50 no limit", 1.03, False),
         # Tracing: the API without an SDK within 2 % of off, the SDK within 15 %.
         ("tracing: enqueue api", "tracing: enqueue off", 0.98, True),
         ("tracing: enqueue sdk", "tracing: enqueue off", 0.85, True),

@@ -1,4 +1,4 @@
-"""Cron schedules in time zones (django_jobs.engine.cron): pure, no database."""
+"""Cron schedules in time zones (django_jobs.engine.schedules.cron): pure, no database."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_jobs.engine.cron import (
+from django_jobs.engine.schedules.cron import (
     CATCH_UP_CHOICES,
     MAX_CATCH_UP,
     due_occurrences,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from django_jobs.engine.executor import ERROR_CAP, cap_error
+from django_jobs.engine.run.executor import ERROR_CAP, cap_error
 from django_jobs.serialize import TRACEBACK_MARKER, public_error
 
 #: Characters that storing escapes (NUL, lone surrogates: six characters each) or that a

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from django_jobs import IdempotencyRequired, JobDuplicate, UnknownKind, job
-from django_jobs.registry import all_handles, lookup, unregister
+from django_jobs.kinds.registry import all_handles, lookup, unregister
 
 
 def test_idempotency_key_is_required_at_decoration():

@@ -79,7 +79,7 @@ def f(job, rows):
 
 def test_the_scan_reads_the_package():
     names = {path.relative_to(PACKAGE).as_posix() for path in modules()}
-    assert {"models.py", "operations.py", "engine/executor.py", "store/base.py"} <= names
+    assert {"models.py", "operations.py", "engine/run/executor.py", "store/base/claims.py"} <= names
     assert not {n for n in names if n == "states.py" or n.startswith("migrations/")}
 
 

@@ -1,8 +1,10 @@
-"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker`` (one process's
-threads) and ``django_jobs.engine.supervisor`` (``--processes N``: a parent over N of them).
+"""``manage.py runjobs``: thin; the work is in ``django_jobs.engine.worker.worker`` (one process's
+threads) and ``django_jobs.engine.worker.supervisor`` (``--processes N``: a parent over N of them).
 
-``--processes`` (default 1): the parent starts each child as ``runjobs --processes 0`` with the
-same options and a pipe to report on (``--child-report-fd``, not for use by hand).
+``--processes`` (default 1): the parent starts a template per generation as ``runjobs
+--processes 0`` with the same options and its end of a socket pair (``--child-template-fd``),
+which forks each child (``engine.template``); or, without a template, each child as such a
+command with a pipe to report on (``--child-report-fd``). Neither option is for use by hand.
 
 Logging: at the default verbosity the worker writes one line per job's outcome (``job.ended``
 on ``django_jobs.worker``, at INFO: kind, id, outcome, duration, attempt) and what it does
@@ -26,15 +28,19 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from ...checks import COMMAND_CHECK_TAGS
 from ...clock import TEST_CLOCK_ENV, test_clock_file
 from ...conf import jobs_settings
-from ...engine import fleet
-from ...engine.child import ParentChannel
-from ...engine.supervisor import Supervisor
-from ...engine.worker import Worker
+from ...engine.observe import tracing
+from ...engine.rows import fleet
+from ...engine.worker.child import ParentChannel
+from ...engine.worker.supervisor import Supervisor
+from ...engine.worker.template import serve as serve_as_template
+from ...engine.worker.worker import Worker
 from ...observability.logs import JsonFormatter
+from ...store import get_store
 from ..parsing import ExactOptions
 from ..readiness import missing_migrations, pool_too_small
 
@@ -105,6 +111,7 @@ class Command(ExactOptions, BaseCommand):
             "(development, as runserver does).",
         )
         parser.add_argument("--child-report-fd", type=int, default=None, help=argparse.SUPPRESS)
+        parser.add_argument("--child-template-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         engine = options["engine"]
@@ -113,6 +120,10 @@ class Command(ExactOptions, BaseCommand):
                 f"Unknown engine {engine!r}. JOBS['ENGINES'] defines: "
                 f"{', '.join(jobs_settings.engine_names())}."
             )
+        if options["name"]:
+            problem = fleet.name_problem(options["name"], engine)
+            if problem:
+                raise CommandError(problem)
         concurrency = options["concurrency"]
         if concurrency is not None and concurrency < 1:
             raise CommandError("--concurrency must be at least 1.")
@@ -134,7 +145,8 @@ class Command(ExactOptions, BaseCommand):
             else None
         )
         child_fd = options["child_report_fd"]
-        if processes == 0 and child_fd is None:
+        template_fd = options["child_template_fd"]
+        if processes == 0 and child_fd is None and template_fd is None:
             for flag, value in (
                 ("--max-jobs-per-child", max_jobs),
                 ("--max-memory-per-child", max_memory),
@@ -153,26 +165,35 @@ class Command(ExactOptions, BaseCommand):
                 f"runjobs: the clock is read from {test_clock_file()} ({TEST_CLOCK_ENV})",
                 ending="\n",
             )
-        if processes > 0 and child_fd is None:
+        if processes > 0 and child_fd is None and template_fd is None:
             self._supervise(options, processes, engine, queues, concurrency, max_jobs, max_memory)
             return
-        worker = Worker(
-            engine=engine,
-            queues=queues or None,
-            concurrency=concurrency,
-            burst=options["burst"],
-            scheduler=not options["no_scheduler"],
-            name=options["name"] or None,
-            fleet_row=child_fd is None,
-            parent=ParentChannel(child_fd) if child_fd is not None else None,
-            max_jobs=max_jobs,
-            max_memory=max_memory,
-        )
-        worker.install_signal_handlers()
-        if options["verbosity"] >= 1:
-            self.stdout.write(f"runjobs: worker {worker.worker_id} ready", ending="\n")
-            self.stdout.flush()
-        code = worker.run()
+
+        def run_worker(report_fd: int | None, scheduler: bool) -> int:
+            worker = Worker(
+                engine=engine,
+                queues=queues or None,
+                concurrency=concurrency,
+                burst=options["burst"],
+                scheduler=scheduler,
+                name=options["name"] or None,
+                fleet_row=report_fd is None,
+                parent=ParentChannel(report_fd) if report_fd is not None else None,
+                max_jobs=max_jobs,
+                max_memory=max_memory,
+            )
+            worker.install_signal_handlers()
+            if options["verbosity"] >= 1:
+                self.stdout.write(f"runjobs: worker {worker.worker_id} ready", ending="\n")
+                self.stdout.flush()
+            return worker.run()
+
+        if template_fd is not None:
+            # This process imported the project for its generation: it forks the worker
+            # processes from here on (``engine.template``), each running ``run_worker``.
+            code = serve_as_template(template_fd, run_worker, preload_worker)
+        else:
+            code = run_worker(child_fd, not options["no_scheduler"])
         if code:
             raise SystemExit(code)
 
@@ -214,6 +235,19 @@ class Command(ExactOptions, BaseCommand):
         code = supervisor.run()
         if code:
             raise SystemExit(code)
+
+
+def preload_worker() -> None:
+    """In a template, before it forks: what a worker process would import or read on first use
+    (the store, the tracing API, the database driver's lazy imports, with one read), so that
+    each forked process is ready in milliseconds. A database that cannot be reached now is
+    no reason to stop: each worker process retries on its own."""
+    get_store(jobs_settings.DATABASE)
+    tracing.preload()
+    try:
+        fleet.paused_queues(using=jobs_settings.DATABASE)
+    except DatabaseError:
+        pass
 
 
 def parse_processes(value: str) -> int:
