@@ -108,6 +108,9 @@ def test_every_goal_of_the_hot_path_is_in_the_report():
         ("tracing: enqueue sdk", "tracing: enqueue off", 0.85, True),
         ("tracing: drain api", "tracing: drain off", 0.98, True),
         ("tracing: drain sdk", "tracing: drain off", 0.85, True),
+        # Celery's API over the engine: delay() and its drain within 10 % of native enqueue.
+        ("celery: delay()", "celery: native enqueue", 0.9, True),
+        ("celery: drain c=4", "celery: native drain c=4", 0.9, True),
     }
 
 

@@ -56,6 +56,7 @@ from ...states import JobState
 from ...store import events as store
 from ...store import staged_events
 from ...store.event_rows import NewEvent, StoredEvent
+from ...store.hints import database_hint
 
 if TYPE_CHECKING:
     from ...models import Job
@@ -457,8 +458,8 @@ class EventWriter:
                 )
         try:
             stored = store.insert(alias, rows)
-        except Exception:
-            self._failed(alias, batch, wait=wait)
+        except Exception as exc:
+            self._failed(alias, batch, exc, wait=wait)
             return False
         if self._failing:
             self._failing = False
@@ -467,15 +468,18 @@ class EventWriter:
         self._maybe_prune(alias)
         return True
 
-    def _failed(self, alias: str, batch: list[Pending], *, wait: bool = True) -> None:
+    def _failed(
+        self, alias: str, batch: list[Pending], exc: Exception, *, wait: bool = True
+    ) -> None:
         if not self._failing:
             self._failing = True
             logger.warning(
                 "Cannot store %d live events; retrying every %.0fs. Jobs go on; check the "
-                'database of JOBS["DATABASE"] = %r.',
+                'database of JOBS["DATABASE"] = %r. %s',
                 len(batch),
                 RETRY_AFTER,
                 alias,
+                database_hint(exc),
                 exc_info=True,
             )
         try:
