@@ -65,8 +65,19 @@ class Task:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the body here and now, as Celery's ``task(...)``: no job, no worker;
-        ``self.request.called_directly`` is True, and ``self.retry()`` raises the error."""
+        ``self.request.called_directly`` is True, and ``self.retry()`` raises the error.
+        A base's own ``__call__`` that calls ``super().__call__`` in a worker runs the body in
+        the worker's request (Celery's stack protection)."""
         stack = requests.stack()
+        top = stack[-1] if stack else None
+        if (
+            top is not None
+            and not top.called_directly
+            and not top.protected
+            and top.task == self.name
+        ):
+            top.protected = True
+            return self.call_run(args, kwargs)
         stack.append(Request(args=list(args), kwargs=dict(kwargs), task=self.name))
         try:
             return self.call_run(args, kwargs)
