@@ -14,11 +14,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from django_jobs.celery import Celery, Task, crontab, names
+from django_jobs.celery import Celery, Task, crontab, names, shared_task, states
 from django_jobs.celery.app import _pending, discover_pending
 from django_jobs.celery.beat import declare
 from django_jobs.engine.schedules import declared, undeclare
 from django_jobs.kinds.registry import unregister
+from django_jobs.models import Job
 from django_jobs.testing import run_until_idle
 from testproject.shop import tasks
 
@@ -34,6 +35,22 @@ class Guarded(Task):
     def __call__(self, *args, **kwargs):
         seen.append(("guard", self.request.id))
         return super().__call__(*args, **kwargs)
+
+
+class GatewayDown(Exception):
+    """An exception type of the task's own module (not a builtin, not Celery's)."""
+
+
+@shared_task(name="project.flaky", autoretry_for=(GatewayDown,), max_retries=2)
+def flaky(order):
+    seen.append(("flaky", order))
+    raise GatewayDown(f"gateway down for {order}")
+
+
+@shared_task(name="project.again", bind=True, max_retries=1, default_retry_delay=5)
+def again(self):
+    seen.append(("again", self.request.retries))
+    raise self.retry()
 
 
 @pytest.fixture(autouse=True)
@@ -198,3 +215,30 @@ def test_celery_signals_are_refused_at_import_with_the_native_way():
         from django_jobs.celery.signals import setup_logging  # noqa: F401
     with pytest.raises(NotImplementedError, match="ready"):
         from django_jobs.celery.signals import worker_process_init  # noqa: F401
+
+
+# -- AsyncResult.result while retrying and after failing ----------------------------------------
+
+
+def test_a_retrying_tasks_result_is_the_error_it_retries_for_and_then_the_same_type(clock):
+    result = flaky.delay(7)
+    run_until_idle()
+    assert result.state == states.RETRY
+    # Celery's backend stores the exc given to retry (autoretry_for's caught error) as the
+    # result while the task waits to run again.
+    assert isinstance(result.result, GatewayDown) and str(result.result) == "gateway down for 7"
+    for _ in range(3):
+        job = Job.objects.get(pk=result.job.pk)
+        clock.move_to(job.run_at)
+        run_until_idle()
+    assert result.state == states.FAILURE and len(seen) == 3
+    # Celery rebuilds the exception's own class: the task's module defines it.
+    assert type(result.result) is GatewayDown
+    with pytest.raises(GatewayDown, match="gateway down for 7"):
+        result.get(timeout=1)
+
+
+def test_a_retry_without_an_error_reads_none_while_it_waits(clock):
+    result = again.delay()
+    run_until_idle()
+    assert result.state == states.RETRY and result.result is None
