@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..kinds.handle import JobHandle
+from . import policy
 from . import request as requests
 from .codec import encode
 from .exceptions import Ignore, MaxRetriesExceededError, Reject, Retry
@@ -166,7 +167,7 @@ class Task:
             countdown = self.default_retry_delay
         if limit is not None and retries > limit:
             if exc is not None:
-                raise exc
+                raise policy.mark_spent(exc)
             raise self.MaxRetriesExceededError(
                 f"Can't retry {self.name}[{request.id}] args:{request.args} "
                 f"kwargs:{request.kwargs}",

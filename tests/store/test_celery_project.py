@@ -232,6 +232,9 @@ def test_a_retrying_tasks_result_is_the_error_it_retries_for_and_then_the_same_t
         clock.move_to(job.run_at)
         run_until_idle()
     assert result.state == states.FAILURE and len(seen) == 3
+    # The failure says the retries were spent, not that the type is not retried.
+    error = Job.objects.get(pk=result.job.pk).error
+    assert "retries of 'project.flaky' are spent" in error and "add the type" not in error
     # Celery rebuilds the exception's own class: the task's module defines it.
     assert type(result.result) is GatewayDown
     with pytest.raises(GatewayDown, match="gateway down for 7"):
