@@ -256,8 +256,9 @@ def retry_reason(error: str, kind: str | None = None) -> BaseException | None:
     if found is None:
         return None
     name, arguments = found.groups()
+    values: tuple[Any, ...]
     try:
-        values = ast.literal_eval(f"({arguments},)") if arguments else ()
+        values = tuple(ast.literal_eval(f"({arguments},)")) if arguments else ()
     except (ValueError, SyntaxError):
         values = (arguments,)
     message = str(values[0]) if len(values) == 1 else ", ".join(map(str, values))
@@ -300,10 +301,10 @@ def exception_of(error: str, kind: str | None = None) -> BaseException:
     if name == "JOB_TIMEOUT":
         # The hard limit's words; any other JOB_TIMEOUT is the soft limit, left uncaught.
         hard = message.startswith("stopped at its time limit")
-        kind = (
+        limit = (
             celery_exceptions.TimeLimitExceeded if hard else celery_exceptions.SoftTimeLimitExceeded
         )
-        return kind(message)
+        return limit(message)
     if name == "CHILD_FAILED":
         return celery_exceptions.ChordError(message)
     if name == "WORKER_LOST":

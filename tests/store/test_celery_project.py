@@ -198,6 +198,17 @@ def test_celery_schedules_is_an_import_path_of_crontab_and_refuses_solar():
         from django_jobs.celery.schedules import solar  # noqa: F401
 
 
+def test_a_custom_schedule_class_is_refused_where_it_is_written():
+    from django_jobs.celery import schedules
+
+    with pytest.raises(NotImplementedError, match="A custom beat schedule class"):
+        import django_jobs.celery.utils.time  # noqa: F401
+    with pytest.raises(NotImplementedError, match="cron"):
+
+        class Custom(schedules.BaseSchedule):  # type: ignore[name-defined]
+            pass
+
+
 def test_get_task_logger_is_the_modules_logger_under_celery_task():
     from django_jobs.celery.utils.log import get_task_logger
 
