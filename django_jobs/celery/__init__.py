@@ -22,7 +22,7 @@ way. docs/migrating-from-celery.md starts here.
 
 from __future__ import annotations
 
-from . import exceptions, states
+from . import exceptions, schedules, states
 from .app import Celery, current_app
 from .beat import crontab, schedule
 from .canvas import Signature, chain, chord, group, signature
@@ -55,6 +55,7 @@ __all__ = [
     "exceptions",
     "group",
     "schedule",
+    "schedules",
     "shared_task",
     "signature",
     "states",

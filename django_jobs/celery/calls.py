@@ -28,7 +28,9 @@ ACCEPTED = ("retry", "retry_policy", "add_to_parent", "serializer")
 #: ``apply_async`` options whose meaning cannot be kept: each refused with the native way.
 REFUSED = {
     **SHARED_REFUSALS,
-    "headers": "pass what the task needs as one of its kwargs",
+    "headers": "message headers are for a broker and none reads them here (a job is a row: no "
+    "SQS MessageGroupId, no header routing, no self.request.headers); pass what the task needs "
+    "as one of its kwargs and leave headers= out",
     "connection": "a job is enqueued on the database connection of JOBS['DATABASE']",
     "producer": "a job is enqueued on the database connection of JOBS['DATABASE']",
     "time_limit": "set time_limit on the task (@shared_task(time_limit=...))",

@@ -21,6 +21,18 @@ from .exceptions import Retry as RetryRequest
 #: The engine's attempt limit of a task whose ``max_retries`` is None (Celery: for ever).
 UNLIMITED_ATTEMPTS = 1_000_000
 
+#: Set on an error ``self.retry(exc=...)`` raised because the retries were spent (Celery
+#: raises ``exc`` then): the failure's words say so rather than that the type is not retried.
+SPENT = "_django_jobs_retries_spent"
+
+
+def mark_spent(exc: BaseException) -> BaseException:
+    try:
+        setattr(exc, SPENT, True)
+    except (AttributeError, TypeError):
+        pass  # an exception type without attributes: the general words stand
+    return exc
+
 
 def attempts_for(max_retries: int | None) -> int:
     """The engine's attempt limit for ``max_retries``: the first run, then the retries."""
@@ -54,7 +66,13 @@ class TaskRetry(Retry):
         # The delays are the task's own, asked for at each retry: none to list ahead.
         return []
 
-    def not_retried(self, kind: str, attempt: int) -> str:
+    def not_retried(self, kind: str, attempt: int, exc: BaseException | None = None) -> str:
+        if exc is not None and getattr(exc, SPENT, False):
+            return (
+                f"the retries of {kind!r} are spent (max_retries): self.retry(exc=...) raises "
+                f"exc then, as in Celery, so attempt {attempt} failed the job. Fix the cause, "
+                "then retry it (`manage.py jobs retry ID`), or raise max_retries."
+            )
         return (
             f"{kind!r} is a Celery task: it runs again only when it asks (self.retry(), "
             f"autoretry_for), as in Celery, so attempt {attempt} failed the job. Fix the "

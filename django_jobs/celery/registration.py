@@ -46,7 +46,7 @@ def create(
     base: type[Task] | None = None,
     **options: Any,
 ) -> Task:
-    base = base or Task
+    base = base or default_base()
     if not (isinstance(base, type) and issubclass(base, Task)):
         raise TypeError(
             f"base={base!r}: pass a subclass of django_jobs.celery.Task (Celery's Task "
@@ -78,6 +78,17 @@ def create(
     instance.handle = _register(instance)
     register(name, instance)
     return instance
+
+
+def default_base() -> type[Task]:
+    """The base of a task that names none: the ``task_cls`` of the project's ``Celery(...)``
+    (``app.Task``), else ``Task``, as Celery's ``shared_task`` and ``app.task``."""
+    from . import names
+
+    for app in names.apps:
+        if getattr(app, "task_cls", None) is not None:
+            return app.Task  # type: ignore[no-any-return]
+    return Task
 
 
 def _register(task: Task) -> Any:
@@ -153,7 +164,10 @@ def run(task: Task, ctx: Any) -> Any:
     stack.append(request)
     try:
         task.before_start(request.id or "", args, kwargs)
-        value = task.call_run(args, kwargs)
+        if type(task).__call__ is not Task.__call__:
+            value = task(*args, **kwargs)  # a base's own __call__ wraps each run, as in Celery
+        else:
+            value = task.call_run(args, kwargs)
     except Ignore as exc:
         raise Cancelled(f"ignored: the task raised Ignore ({exc})") from exc
     except Reject as exc:

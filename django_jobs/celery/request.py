@@ -39,6 +39,8 @@ class Request:
     #: the hooks reach.
     job: Any = None
     ctx: Any = None
+    #: A base's own ``__call__`` reached ``Task.__call__`` in this request once already.
+    protected: bool = False
 
     def get(self, key: str, default: Any = None) -> Any:
         return getattr(self, key, default)

@@ -7,7 +7,10 @@ backend: ``state``, ``result``/``info``, ``ready()``, ``get(timeout=)``.
 
 from __future__ import annotations
 
+import ast
 import builtins
+import re
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +20,7 @@ from . import exceptions as celery_exceptions
 from . import request as requests
 from . import states
 from .codec import arguments, decode
-from .names import task_names
+from .names import registered, task_names
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -232,16 +235,65 @@ def _result(job: Job | None) -> Any:
         return decode(job.result)
     if state == states.REVOKED:
         return celery_exceptions.TaskRevokedError(job.error or "revoked")
-    if state in (states.FAILURE, states.RETRY):
-        return exception_of(job.error or "")
+    if state == states.RETRY:
+        return retry_reason(job.error or "", job.kind)
+    if state == states.FAILURE:
+        return exception_of(job.error or "", job.kind)
     if isinstance(job.progress, dict) and "meta" in job.progress:
         return decode(job.progress["meta"])
     return None
 
 
-def exception_of(error: str) -> BaseException:
-    """The exception a job's error text names: a builtin or a Celery exception rebuilt with
-    its message, else ``TaskError(type name, message)``."""
+#: ``Retry``'s words when it carries the error that asked for it: ``Retry in 5s: KeyError('x')``.
+RETRY_WORDS = re.compile(r"^(?:\w+: )?Retry (?:in \S+|at .+?): (\w+)\((.*)\)$")
+
+
+def retry_reason(error: str, kind: str | None = None) -> BaseException | None:
+    """A retrying task's result, as Celery's: the error given to ``self.retry(exc=...)`` (the
+    one ``autoretry_for`` caught), rebuilt; None for a retry that gave none."""
+    lines = error.splitlines()
+    found = RETRY_WORDS.match(lines[0]) if lines else None
+    if found is None:
+        return None
+    name, arguments = found.groups()
+    values: tuple[Any, ...]
+    try:
+        values = tuple(ast.literal_eval(f"({arguments},)")) if arguments else ()
+    except (ValueError, SyntaxError):
+        values = (arguments,)
+    message = str(values[0]) if len(values) == 1 else ", ".join(map(str, values))
+    return rebuilt(name, message, kind)
+
+
+def exception_class(name: str, kind: str | None) -> type[BaseException] | None:
+    """The exception class a task's error names: Celery's, a builtin, or one the task's own
+    module defines or imports (Celery rebuilds it from its module; the type's name and the
+    task's module stand in for that here)."""
+    candidates: list[Any] = [celery_exceptions, builtins]
+    task = registered(kind) if kind else None
+    if task is not None:
+        module = sys.modules.get(getattr(type(task), "__module__", "") or "")
+        candidates.insert(0, module)
+    for place in candidates:
+        found = getattr(place, name, None) if place is not None else None
+        if isinstance(found, type) and issubclass(found, BaseException):
+            return found
+    return None
+
+
+def rebuilt(name: str, message: str, kind: str | None) -> BaseException:
+    found = exception_class(name, kind)
+    if found is not None:
+        try:
+            return found(message) if message else found()
+        except Exception:
+            pass
+    return celery_exceptions.TaskError(name, message)
+
+
+def exception_of(error: str, kind: str | None = None) -> BaseException:
+    """The exception a job's error text names: a Celery exception, a builtin or one of the
+    task's module rebuilt with its message, else ``TaskError(type name, message)``."""
     lines = error.splitlines()
     head = next((line for line in lines if line.startswith("Last error: ")), None)
     line = head[len("Last error: ") :] if head else (lines[0] if lines else "")
@@ -249,18 +301,12 @@ def exception_of(error: str) -> BaseException:
     if name == "JOB_TIMEOUT":
         # The hard limit's words; any other JOB_TIMEOUT is the soft limit, left uncaught.
         hard = message.startswith("stopped at its time limit")
-        kind = (
+        limit = (
             celery_exceptions.TimeLimitExceeded if hard else celery_exceptions.SoftTimeLimitExceeded
         )
-        return kind(message)
+        return limit(message)
     if name == "CHILD_FAILED":
         return celery_exceptions.ChordError(message)
     if name == "WORKER_LOST":
         return celery_exceptions.WorkerLostError(message)
-    found = getattr(celery_exceptions, name, None) or getattr(builtins, name, None)
-    if isinstance(found, type) and issubclass(found, BaseException):
-        try:
-            return found(message)
-        except Exception:
-            pass
-    return celery_exceptions.TaskError(name, message)
+    return rebuilt(name, message, kind)

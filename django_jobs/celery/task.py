@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..kinds.handle import JobHandle
+from . import policy
 from . import request as requests
 from .codec import encode
 from .exceptions import Ignore, MaxRetriesExceededError, Reject, Retry
@@ -65,8 +66,19 @@ class Task:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the body here and now, as Celery's ``task(...)``: no job, no worker;
-        ``self.request.called_directly`` is True, and ``self.retry()`` raises the error."""
+        ``self.request.called_directly`` is True, and ``self.retry()`` raises the error.
+        A base's own ``__call__`` that calls ``super().__call__`` in a worker runs the body in
+        the worker's request (Celery's stack protection)."""
         stack = requests.stack()
+        top = stack[-1] if stack else None
+        if (
+            top is not None
+            and not top.called_directly
+            and not top.protected
+            and top.task == self.name
+        ):
+            top.protected = True
+            return self.call_run(args, kwargs)
         stack.append(Request(args=list(args), kwargs=dict(kwargs), task=self.name))
         try:
             return self.call_run(args, kwargs)
@@ -155,7 +167,7 @@ class Task:
             countdown = self.default_retry_delay
         if limit is not None and retries > limit:
             if exc is not None:
-                raise exc
+                raise policy.mark_spent(exc)
             raise self.MaxRetriesExceededError(
                 f"Can't retry {self.name}[{request.id}] args:{request.args} "
                 f"kwargs:{request.kwargs}",

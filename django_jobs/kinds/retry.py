@@ -99,10 +99,10 @@ class Retry:
         says, as it always was."""
         return not isinstance(exc, Exception) or isinstance(exc, self.on)
 
-    def not_retried(self, kind: str, attempt: int) -> str:
-        """Why a failure of a type ``on`` does not list was final on attempt ``attempt`` of a
-        job of ``kind``, and what to do: a ``NOT_RETRIED`` error's words after "is not
-        retried: "."""
+    def not_retried(self, kind: str, attempt: int, exc: BaseException | None = None) -> str:
+        """Why a failure (``exc``) of a type ``on`` does not list was final on attempt
+        ``attempt`` of a job of ``kind``, and what to do: a ``NOT_RETRIED`` error's words after
+        "is not retried: "."""
         if self.on == (RetryLater,):
             return (
                 f"Retry(on=RetryLater) of {kind!r} retries only when its runner raises "

@@ -136,7 +136,7 @@ def _not_retried(job: Job, handle: JobHandle, exc: BaseException, text: str) -> 
     """The error of a failure whose type ``Retry(on=...)`` does not list: why it was final."""
     cause = _first_line(text)
     head = f"{cause}\n" if isinstance(exc, JobTimeout) else ""
-    why = handle.retry.not_retried(handle.kind, job.attempts)
+    why = handle.retry.not_retried(handle.kind, job.attempts, exc)
     return f"{head}NOT_RETRIED: {type(exc).__name__} is not retried: {why}\nLast error: {text}"
 
 
