@@ -57,11 +57,16 @@ class Claimer:
             extra = int(0.05 * ledger.concurrency / ledger.avg_duration)
         return ledger.concurrency + max(1, min(extra, ledger.max_prefetch))
 
-    def run(self, supervise: Callable[[], None]) -> None:
+    def run(self, supervise: Callable[[], None], caught_up: Callable[[], None]) -> None:
         """The claim loop, until the worker stops; ``supervise`` (the executor threads') first
-        in each round."""
+        in each round; ``caught_up`` once, the first time the loop has claimed what it wants
+        and waits (the listener's start: its connection does not delay the first claim)."""
         ledger = self.ledger
+        if ledger.parent is not None:
+            # The slot's previous child may still be making its last claim (``engine.child``).
+            ledger.parent.wait_gate(ledger.stopping)
         idle_checks = 0
+        waited = False
         while not ledger.stopping.is_set():
             ledger.wake.clear()  # before reading the counts: a later change sets it again
             supervise()
@@ -111,6 +116,8 @@ class Claimer:
                         # A thread's worth of jobs left to claim: the next child starts now,
                         # to be ready as this one's last jobs end.
                         ledger.ask_replacement()
+                    if ledger.max_jobs is not None and ledger.claimed_total >= ledger.max_jobs:
+                        ledger.claims_no_more()  # the next child claims from now on
                     with ledger.running_lock:
                         ledger.in_flight += len(claimed)
                         ledger.unfinished += len(claimed)
@@ -134,6 +141,9 @@ class Claimer:
                     if idle_checks >= 2:  # twice in a row, so a just-recorded retry is seen
                         return
                     continue
+            if not waited:
+                waited = True
+                caught_up()
             ledger.wake.wait(ledger.poll if not ledger.burst else 0.05)
 
     def stalled(self) -> bool:
