@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.db import connections
 
 from django_jobs.conf import DEFAULTS
 from django_jobs.engine import schedules
@@ -96,6 +98,40 @@ def test_a_member_owns_at_most_member_schedules(member, operator, api_users, set
     for n in range(5):
         body = {**BODY, "name": f"o{n}"}
         assert operator.post("/api/jobs/schedules/", body, format="json").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_thirty_concurrent_creations_by_a_member_who_owns_none_make_twenty(
+    api_users, api_client, settings
+):
+    """30 clients, each on its own thread and database connection, post a schedule at the same
+    moment for a member who owns none yet: exactly ``MEMBER_SCHEDULES`` (20) are made, the rest
+    refused with the reason. A lock on the owner's rows would hold nothing here (there are
+    none): the count is taken under a lock keyed by the owner (``Store.lock_owner``)."""
+    settings.JOBS = {**settings.JOBS, "MEMBER_RATE": None}
+    clients = [api_client(api_users.member) for _ in range(30)]
+    start = threading.Barrier(len(clients))
+    answers: list[tuple[int, bytes]] = []
+
+    def create(n: int) -> None:
+        try:
+            start.wait(timeout=30)
+            answer = clients[n].post(
+                "/api/jobs/schedules/", {**BODY, "name": f"c{n}"}, format="json"
+            )
+            answers.append((answer.status_code, answer.content))
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    codes = sorted(code for code, _ in answers)
+    assert codes == [201] * 20 + [400] * 10, answers
+    assert all(b"MEMBER_SCHEDULES" in body for code, body in answers if code == 400)
+    assert Schedule.objects.filter(owner=api_users.member).count() == 20
 
 
 def test_twenty_fast_schedules_of_a_member_fire_within_the_members_rate(

@@ -2,7 +2,8 @@
 job and N worker processes under it. Two children run jobs in two pids; a job past its hard
 time limit has its child ended and fails with ``JOB_TIMEOUT``; a child killed with SIGKILL has
 its jobs ended with ``WORKER_LOST`` within 2 s while its sibling's job finishes;
-``--max-jobs-per-child`` recycles; SIGHUP under load loses no job and runs none twice; a child
+``--max-jobs-per-child`` recycles, and a replacement claims only after the last claim of the child
+it replaces; SIGHUP under load loses no job and runs none twice; a child
 that cannot import the project is restarted with backoff while the parent stays up and says why.
 
 The subprocesses read the real clock: the tests wait on the other processes (``wait_for``),
@@ -124,6 +125,32 @@ def test_max_jobs_per_child_recycles(spawn):
     assert all(refreshed(job).state == "succeeded" for job in jobs)
     per_pid = Counter(started_pids("record").values())
     assert sorted(per_pid.values()) == [2, 2, 2], worker.output()
+
+
+def test_a_recycled_childs_replacement_claims_only_after_its_last_claim(spawn):
+    # Jobs of 0.3 s: the replacement is ready while the child it replaces still has its last
+    # job to claim. It waits at its gate until then, so each child runs three jobs in a row,
+    # in the order they were queued, and none is claimed ahead only to be handed back.
+    jobs = [slow.enqueue({"n": n, "seconds": 0.3}) for n in range(12)]
+    worker = spawn(
+        "runjobs",
+        "--processes",
+        "1",
+        "--concurrency",
+        "1",
+        "--max-jobs-per-child",
+        "3",
+        "--burst",
+        "--no-scheduler",
+        env={"JOBS_LOG_LEVEL": "INFO"},
+    )
+    assert exit_code(worker) == 0, worker.output()
+    assert all(refreshed(job).state == "succeeded" and job.attempts == 1 for job in jobs)
+    ran_by = started_pids("slow-start")
+    pids = [ran_by[job.pk] for job in jobs]
+    assert pids == [pid for pid in dict.fromkeys(pids) for _ in range(3)], pids
+    assert "handed back" not in worker.output()
+    assert "queued again" not in worker.output()
 
 
 def test_sighup_under_load_loses_none_and_runs_none_twice(spawn):

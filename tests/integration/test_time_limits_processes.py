@@ -163,6 +163,9 @@ def test_a_claimed_unstarted_job_goes_back_uncounted_when_its_child_dies(spawn, 
         f"WORKER_LOST: worker process {pid} died (signal 9) while running this job"
     )
     assert again.run_at == run_ats[started.pk]
+    # Nor under its log line: the lost job's line stands alone.
+    worker.wait_for_output(f"died (signal 9) while running job(s) {started.pk}")
+    assert "Traceback (most recent call last)" not in worker.output()
     # The one claimed ahead went back at once, its attempt not used, at its place.
     assert f"job(s) {ahead.pk} queued again, their attempts not used" in worker.output()
     marker.touch()

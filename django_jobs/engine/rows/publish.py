@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -268,7 +269,11 @@ class EventWriter:
         self._busy = False
         self._thread: threading.Thread | None = None
         self._dropped = 0
-        self._next_prune = 0.0
+        # The first prune at a moment drawn within ``PRUNE_EVERY``, not at the first write: a
+        # worker process that lives a few jobs (``--max-jobs-per-child``) does not spend its
+        # start on a bisection of the event table, and processes that each live a short while
+        # still prune, together, about once a ``PRUNE_EVERY`` as one long-lived process does.
+        self._next_prune = time.monotonic() + random.uniform(0.0, PRUNE_EVERY)
         self._failing = False
         self._retry_at = 0.0
         # The wake-up calls of the keepers that store this process's events (``keep_by``).

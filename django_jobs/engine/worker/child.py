@@ -14,7 +14,16 @@ write under ``PIPE_BUF`` bytes is atomic, so the child's threads share it withou
 - ``Q``: the child is about to finish (``--max-jobs-per-child`` has no more than a thread's
   worth of jobs left to claim, or its memory is over ``--max-memory-per-child``) and exits once
   its jobs end: the parent starts its replacement now, so the new child is ready by then
-  instead of starting after the exit.
+  instead of starting after the exit;
+- ``D``: the child claims no more (its last claim is made, or it stops).
+
+The other way, one pipe per child too, the gate: the child claims nothing until its read end
+is at end of file (``ParentChannel.wait_gate``). The parent closes its write end at once, or,
+for the replacement of a child that is finishing (``Q``), once that child's ``D`` is heard or
+it exited: two children of a slot never claim at once, so the new one's first claim does not
+take what the old one still meant to take, nor claim ahead of jobs that then wait behind the
+old one's last (handed back and claimed again around each recycle). A parent that dies ends
+the gate too.
 
 ``S`` and ``R`` let the parent tell, when a child dies, a job that started (its attempt may be
 lost: ``WORKER_LOST``) from one claimed ahead and never started (queued again, uncounted): the
@@ -35,6 +44,7 @@ import resource
 import select
 import signal
 import sys
+import threading
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -49,9 +59,11 @@ RECORDED_PER_LINE = max((getattr(select, "PIPE_BUF", 512) - 4) // 20, 1)
 class ParentChannel:
     """The child's end of its pipe to the supervisor."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, gate: int | None = None) -> None:
         self.fd = fd
+        self.gate = gate
         self.broken = False
+        self.claiming = True
         self.parent_pid = os.getppid()
         _terminate_with_parent()
 
@@ -89,6 +101,28 @@ class ParentChannel:
 
     def retiring(self) -> None:
         self._send("Q")
+
+    def claims_no_more(self) -> None:
+        """``D``, said once: the slot's next child may claim from now on."""
+        if self.claiming:
+            self.claiming = False
+            self._send("D")
+
+    def wait_gate(self, stopping: threading.Event) -> None:
+        """Until the parent opens the gate (its end closed: end of file here), or ``stopping``
+        is set. Once: the gate's descriptor is closed after."""
+        if self.gate is None:
+            return
+        try:
+            while not stopping.is_set():
+                readable, _, _ = select.select([self.gate], [], [], 0.1)
+                if readable:
+                    break
+        except (OSError, ValueError):
+            pass  # a gate that cannot be read holds nothing back
+        finally:
+            os.close(self.gate)
+            self.gate = None
 
 
 def resident_memory() -> int:

@@ -1,9 +1,10 @@
 """A worker process as the supervisor sees it (``Child``), and what it hears on its pipe.
 
 The child writes one short line per message (``engine.child``: ``READY``, ``S``, ``U``, ``R``,
-``B``, ``Q``); ``Child.read`` takes the lines written since the last turn and ``Child.hear``
-keeps what each tells: its worker id, the jobs it started and recorded, its jobs with a hard
-limit and their deadlines, its counts, and that it is about to finish. The supervisor acts on
+``B``, ``Q``, ``D``); ``Child.read`` takes the lines written since the last turn and
+``Child.hear`` keeps what each tells: its worker id, the jobs it started and recorded, its jobs
+with a hard limit and their deadlines, its counts, that it is about to finish and that it claims
+no more. The parent holds the write end of its gate (``Child.open_gate``). The supervisor acts on
 that (``engine.worker.slots``, ``engine.worker.lost_attempts``); a child here only knows itself.
 """
 
@@ -48,6 +49,9 @@ class Child:
     begun: dict[int, int] = field(default_factory=dict)
     recorded: int = 0  # outcomes it recorded (``R``), the count of a child killed between beats
     retiring: bool = False  # of an old generation, or stopping: not replaced when it exits
+    #: The write end of its gate (``engine.child``): it claims nothing until this is closed.
+    gate: int | None = None
+    claiming: bool = True  # until its ``D``: it may still claim
     jobs_running: int = 0
     jobs_done: int = 0
 
@@ -60,6 +64,12 @@ class Child:
             self.process.send_signal(signum)
         except ProcessLookupError:
             pass
+
+    def open_gate(self) -> None:
+        """Let it claim (``engine.child``): its gate's end of file."""
+        if self.gate is not None:
+            os.close(self.gate)
+            self.gate = None
 
     def read(self) -> list[list[str]]:
         """Its lines since the last read, each split into words."""
@@ -104,6 +114,8 @@ class Child:
             # It claims no more and exits after its jobs: its replacement starts now
             # (``manage_children``), and its exit is no failure.
             self.retiring = True
+        elif verb == "D":
+            self.claiming = False
         elif verb == "READY" and args:
             self.worker_id = args[0]
             logger.info(

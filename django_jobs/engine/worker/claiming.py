@@ -31,6 +31,9 @@ logger = logging.getLogger("django_jobs.worker")
 #: run, and no more are claimed ahead until a thread frees: a long job never holds short ones
 #: hostage. ``--processes 0`` keeps the prefetch of one process's threads as it was.
 HOSTAGE_AFTER = 0.5
+#: Seconds into the claim loop after which the listener starts even if the claims have not
+#: caught up with the queue yet (a cancel or a pause is then heard at once again).
+LISTEN_AFTER = 1.0
 
 
 class Claimer:
@@ -57,11 +60,20 @@ class Claimer:
             extra = int(0.05 * ledger.concurrency / ledger.avg_duration)
         return ledger.concurrency + max(1, min(extra, ledger.max_prefetch))
 
-    def run(self, supervise: Callable[[], None]) -> None:
+    def run(self, supervise: Callable[[], None], caught_up: Callable[[], None]) -> None:
         """The claim loop, until the worker stops; ``supervise`` (the executor threads') first
-        in each round."""
+        in each round; ``caught_up`` once, when a claim first finds fewer jobs due than it
+        asked for (the loop has caught up with the queue), or ``LISTEN_AFTER`` seconds into the
+        loop at the latest: the listener's start. Under a backlog the claims, not the
+        notifications, find the work, and a child that lives a few jobs
+        (``--max-jobs-per-child``) opens no connection to listen."""
         ledger = self.ledger
+        if ledger.parent is not None:
+            # The slot's previous child may still be making its last claim (``engine.child``).
+            ledger.parent.wait_gate(ledger.stopping)
         idle_checks = 0
+        listening = False
+        listen_at = time.monotonic() + LISTEN_AFTER
         while not ledger.stopping.is_set():
             ledger.wake.clear()  # before reading the counts: a later change sets it again
             supervise()
@@ -111,6 +123,8 @@ class Claimer:
                         # A thread's worth of jobs left to claim: the next child starts now,
                         # to be ready as this one's last jobs end.
                         ledger.ask_replacement()
+                    if ledger.max_jobs is not None and ledger.claimed_total >= ledger.max_jobs:
+                        ledger.claims_no_more()  # the next child claims from now on
                     with ledger.running_lock:
                         ledger.in_flight += len(claimed)
                         ledger.unfinished += len(claimed)
@@ -121,6 +135,9 @@ class Claimer:
                     for job in claimed:
                         ledger.local.put(job)
                     idle_checks = 0
+                if len(claimed) < want:
+                    listen_at = 0.0  # caught up: every job due is claimed
+                if claimed:
                     if len(claimed) >= want:
                         continue  # a full claim: more may be due, ask again at once
                     # A short claim took every job due: asking again at once would find none,
@@ -134,6 +151,9 @@ class Claimer:
                     if idle_checks >= 2:  # twice in a row, so a just-recorded retry is seen
                         return
                     continue
+            if not listening and time.monotonic() >= listen_at:
+                listening = True
+                caught_up()
             ledger.wake.wait(ledger.poll if not ledger.burst else 0.05)
 
     def stalled(self) -> bool:

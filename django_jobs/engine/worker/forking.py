@@ -97,8 +97,9 @@ class Template:
     started: float = field(default_factory=time.monotonic)
     ready: bool = False
     buffer: bytes = b""
-    #: The request in flight: (slot, read end of the child's report pipe, monotonic time).
-    asked: tuple[int, int, float] | None = None
+    #: The request in flight: (slot, read end of the child's report pipe, monotonic time,
+    #: write end of its gate).
+    asked: tuple[int, int, float, int] | None = None
     #: The worker processes it forked that have not exited yet, by pid.
     children: dict[int, ForkedProcess] = field(default_factory=dict)
     closing: bool = False  # the supervisor shut its side: it exits after its children
@@ -138,15 +139,20 @@ class Template:
             return False
         read_end, write_end = os.pipe()
         os.set_blocking(read_end, False)
+        gate_read, gate_write = os.pipe()
         try:
-            socket.send_fds(self.sock, [f"F {slot} {int(scheduler)}\n".encode()], [write_end])
+            socket.send_fds(
+                self.sock, [f"F {slot} {int(scheduler)}\n".encode()], [write_end, gate_read]
+            )
         except OSError as exc:
             os.close(read_end)
+            os.close(gate_write)
             logger.error("Could not ask the template (pid %s) for a process: %s", self.pid, exc)
             return False
         finally:
             os.close(write_end)
-        self.asked = (slot, read_end, time.monotonic())
+            os.close(gate_read)
+        self.asked = (slot, read_end, time.monotonic(), gate_write)
         return True
 
     def read(self) -> list[list[str]]:
@@ -171,6 +177,7 @@ class Template:
         self.closing = True
         if self.asked is not None:
             os.close(self.asked[1])
+            os.close(self.asked[3])
             self.asked = None
         try:
             self.sock.shutdown(socket.SHUT_WR)

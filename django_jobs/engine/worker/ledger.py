@@ -107,6 +107,12 @@ class Ledger:
             self.replacement_asked = True
             self.parent.retiring()
 
+    def claims_no_more(self) -> None:
+        """Under a supervisor: this process makes no more claims; the next child of its slot,
+        held at its gate until now, may claim (``ParentChannel.claims_no_more``)."""
+        if self.parent is not None:
+            self.parent.claims_no_more()
+
     def jobs_running(self) -> int:
         return sum(1 for job in self.held if job is not None)
 

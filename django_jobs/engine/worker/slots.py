@@ -79,7 +79,11 @@ class Slots(TemplateKeeper):
         read_end, write_end = os.pipe()
         os.set_blocking(read_end, False)
         fcntl.fcntl(read_end, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
-        argv = [*self.child_argv, "--child-report-fd", str(write_end)]
+        gate_read, gate_write = os.pipe()  # not inherited by the children started later
+        argv = [
+            *self.child_argv,
+            *("--child-report-fd", str(write_end), "--child-gate-fd", str(gate_read)),
+        ]
         if index > 0 or not self.scheduler:
             argv.append("--no-scheduler")  # one child fires the schedules
         try:
@@ -87,15 +91,33 @@ class Slots(TemplateKeeper):
             # it to the parent (``Worker.install_signal_handlers``). With the start signals
             # held: they wait for the child's handlers instead of ending it as it imports.
             with signals_held():
-                process = subprocess.Popen(argv, pass_fds=(write_end,))
+                process = subprocess.Popen(argv, pass_fds=(write_end, gate_read))
         except OSError as exc:
             os.close(read_end)
+            os.close(gate_write)
             logger.error("Could not start a worker process (%s); trying again in 5s.", exc)
             self.start_after[index] = time.monotonic() + 5.0
             return
         finally:
             os.close(write_end)
-        self.children.append(Child(index, self.generation, process, read_end))
+            os.close(gate_read)
+        self.children.append(Child(index, self.generation, process, read_end, gate=gate_write))
+
+    def open_gates(self) -> None:
+        """Let each child claim whose slot has no older child of its generation still
+        claiming (``engine.child``): a replacement's first claim waits for the last claim of
+        the child it replaces, or for its exit."""
+        for child in self.children:
+            if child.gate is None:
+                continue
+            if not any(
+                other.index == child.index
+                and other.generation == child.generation
+                and other.started < child.started
+                and other.claiming
+                for other in self.children
+            ):
+                child.open_gate()
 
     def read_pipes(self) -> None:
         for child in self.children:
@@ -125,10 +147,12 @@ class Slots(TemplateKeeper):
             self.read_pipes()  # its last lines
             self.children.remove(child)
             os.close(child.pipe)
+            child.open_gate()
             self.jobs_done_before += max(child.jobs_done, child.recorded)
             self._exited(child, code)
         if self.subreaper:
             self.reap_strays()
+        self.open_gates()
 
     def _check_startup(self, child: Child) -> None:
         if child.worker_id is None and time.monotonic() - child.started > STARTUP_TIMEOUT:

@@ -9,14 +9,15 @@ milliseconds instead of an interpreter's second. SIGHUP and ``--reload`` start a
 so a new generation still runs freshly imported code.
 
 What crosses the fork: the imported modules and Django's settings, the logging set-up, the
-standard streams, and the one pipe the request carried (the worker process's report to the
-supervisor, ``engine.child``). What does not: a database connection or any other socket (the
-template checks before each fork, ``fork_problems``, and refuses when one is open), a thread,
-the template's own socket pair and wakeup pipe (closed in the child first thing).
+standard streams, and the two pipes the request carried (the worker process's report to the
+supervisor and its gate, ``engine.child``). What does not: a database connection or any other
+socket (the template checks before each fork, ``fork_problems``, and refuses when one is open),
+a thread, the template's own socket pair and wakeup pipe (closed in the child first thing).
 
 The protocol, one short line per message. From the supervisor: ``F <slot> <scheduler 0|1>``,
-with the write end of the child's report pipe passed along (``SCM_RIGHTS``); one request at a
-time, so the descriptor cannot be taken for another request's. From the template:
+with the write end of the child's report pipe and the read end of its gate passed along
+(``SCM_RIGHTS``); one request at a time, so the descriptors cannot be taken for another
+request's. From the template:
 
 - ``T <pid>``: set up, nothing open; it forks from now on;
 - ``N <why>``: it will not fork (a thread or a socket is open after the imports): the
@@ -50,8 +51,8 @@ from django.db import connections
 from .child import _terminate_with_parent
 from .interrupts import START_SIGNALS, signals_held
 
-#: How many descriptors one request may carry: one (its report pipe); more is refused.
-MAX_FDS = 1
+#: How many descriptors one request may carry: two (its report pipe, its gate); more are closed.
+MAX_FDS = 2
 
 
 def fork_problems(keep: set[int]) -> list[str]:
@@ -92,14 +93,14 @@ def _socket_fds() -> list[int]:
 
 def serve(
     control_fd: int,
-    start_child: Callable[[int, bool], int],
+    start_child: Callable[[int, int | None, bool], int],
     prepare: Callable[[], None] = lambda: None,
 ) -> int:
     """Run the template on ``control_fd`` (its end of the socket pair) until the supervisor
     shuts it and its children have exited. ``prepare()`` does once, before the first fork, what
     each worker process would do on first use (lazy imports, the database driver's); then every
-    connection is closed. ``start_child(report_fd, scheduler)`` runs one worker process in the
-    forked child and returns its exit code."""
+    connection is closed. ``start_child(report_fd, gate_fd, scheduler)`` runs one worker process
+    in the forked child and returns its exit code."""
     _terminate_with_parent()  # the supervisor killed with SIGKILL: this process goes too
     control = socket.socket(fileno=control_fd)
     wake_r, wake_w = os.pipe()
@@ -149,16 +150,17 @@ def serve(
                 os.close(fd)
             if not message or not fds:
                 continue
-            report_fd = fds[0]
+            report_fd, gate_fd = fds[0], (fds[1] if len(fds) > 1 else None)
             try:
                 words = message.decode().split()
                 slot, scheduler = int(words[1]), words[2] == "1"
-                problems = fork_problems({*keep, report_fd})
+                problems = fork_problems({*keep, *fds[:MAX_FDS]})
                 if problems:
                     _say(control, f"N {'; '.join(problems)}")
                     continue
                 pid = _fork(
                     report_fd,
+                    gate_fd,
                     scheduler,
                     start_child,
                     close_in_child=(control_fd, wake_r, wake_w),
@@ -168,14 +170,16 @@ def serve(
             except (OSError, ValueError, IndexError) as exc:
                 _say(control, f"N could not fork: {exc}")
             finally:
-                os.close(report_fd)
+                for fd in fds[:MAX_FDS]:
+                    os.close(fd)
     return 0
 
 
 def _fork(
     report_fd: int,
+    gate_fd: int | None,
     scheduler: bool,
-    start_child: Callable[[int, bool], int],
+    start_child: Callable[[int, int | None, bool], int],
     close_in_child: tuple[int, ...],
 ) -> int:
     """Fork one worker process. It starts with ``START_SIGNALS`` blocked: the worker unblocks
@@ -190,7 +194,7 @@ def _fork(
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for fd in close_in_child:
                 os.close(fd)
-            code = start_child(report_fd, scheduler)
+            code = start_child(report_fd, gate_fd, scheduler)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:

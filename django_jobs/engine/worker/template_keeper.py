@@ -108,7 +108,9 @@ class TemplateKeeper:
                 return
             template.asked = None
             template.children[pid] = process
-            child = Child(slot, template.generation, process, asked[1], started=asked[2])
+            child = Child(
+                slot, template.generation, process, asked[1], started=asked[2], gate=asked[3]
+            )
             self.children.append(child)
             if self.stopping:
                 child.retiring = True

@@ -15,9 +15,9 @@ within about a second of the request, and a job still waiting in the local queue
 
 ``Worker`` is the composition root of its services (the modules of this package from
 ``ledger`` to ``retrying``), which share its ``Ledger``. It starts their threads in this order:
-keeper, executors, listener; the claim loop runs in the calling thread. As it stops, the jobs
-not started are handed back, the executor threads finish theirs, then the keeper writes the
-last outcomes.
+keeper, executors, then the claim loop in the calling thread, which starts the listener once it
+has claimed what it wants. As it stops, the jobs not started are handed back, the executor
+threads finish theirs, then the keeper writes the last outcomes.
 """
 
 from __future__ import annotations
@@ -227,11 +227,13 @@ class Worker:
         deadlines()  # the time limits' timer, started with the other threads
         self.attempts.start()
         self.pool.start()
-        self.listener.start()
         if ledger.parent is not None:
             ledger.parent.ready(ledger.worker_id)
         try:
-            self.claimer.run(self.pool.supervise)
+            # The listener starts once the claim loop has what it wants: its connection and
+            # LISTEN do not delay the first claim (a restarted child's, under a backlog). It
+            # wakes the loop as it starts, for what was notified before.
+            self.claimer.run(self.pool.supervise, caught_up=self.listener.start)
         finally:
             self._shutdown()
         return RECYCLE_EXIT if ledger.recycled else 0
@@ -239,6 +241,7 @@ class Worker:
     def _shutdown(self) -> None:
         ledger = self.ledger
         ledger.stopping.set()
+        ledger.claims_no_more()
         self.heartbeat.mark(WorkerState.STOPPING)
         self.claimer.hand_back_unstarted()
         self.pool.stop()

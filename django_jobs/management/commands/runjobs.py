@@ -112,6 +112,7 @@ class Command(ExactOptions, BaseCommand):
         )
         parser.add_argument("--child-report-fd", type=int, default=None, help=argparse.SUPPRESS)
         parser.add_argument("--child-template-fd", type=int, default=None, help=argparse.SUPPRESS)
+        parser.add_argument("--child-gate-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         engine = options["engine"]
@@ -169,7 +170,7 @@ class Command(ExactOptions, BaseCommand):
             self._supervise(options, processes, engine, queues, concurrency, max_jobs, max_memory)
             return
 
-        def run_worker(report_fd: int | None, scheduler: bool) -> int:
+        def run_worker(report_fd: int | None, gate_fd: int | None, scheduler: bool) -> int:
             worker = Worker(
                 engine=engine,
                 queues=queues or None,
@@ -178,7 +179,7 @@ class Command(ExactOptions, BaseCommand):
                 scheduler=scheduler,
                 name=options["name"] or None,
                 fleet_row=report_fd is None,
-                parent=ParentChannel(report_fd) if report_fd is not None else None,
+                parent=ParentChannel(report_fd, gate_fd) if report_fd is not None else None,
                 max_jobs=max_jobs,
                 max_memory=max_memory,
             )
@@ -193,7 +194,7 @@ class Command(ExactOptions, BaseCommand):
             # processes from here on (``engine.template``), each running ``run_worker``.
             code = serve_as_template(template_fd, run_worker, preload_worker)
         else:
-            code = run_worker(child_fd, not options["no_scheduler"])
+            code = run_worker(child_fd, options["child_gate_fd"], not options["no_scheduler"])
         if code:
             raise SystemExit(code)
 
