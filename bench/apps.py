@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,11 @@ class BenchConfig(AppConfig):
         # BENCH_TRACING (``bench.tracing``): off, api (the API, no SDK), sdk, sampled or floor.
         tracing_mode(os.environ.get("BENCH_TRACING", "api"))
         # The ``celery`` figures' task, where the engine measured has the layer (a revision
-        # of ``--against`` may predate it).
-        if importlib.util.find_spec("django_jobs.celery") is not None:
+        # of ``--against`` may predate it). Looked for in the package imported, not by
+        # ``find_spec``: an editable install's finder would answer with the working tree's.
+        import django_jobs
+
+        if any((Path(folder) / "celery").is_dir() for folder in django_jobs.__path__):
             import bench.celery_layer  # noqa: F401 - registers its task
 
 

@@ -3,14 +3,16 @@ task's ``delay()`` against ``enqueue`` of a kind with the same meaning (every ca
 own), and the drain of the layer's jobs (their arguments decoded, the task's ``run`` called
 with them) against native no-ops, each pair one right after the other.
 
-The layer's task is defined here, not in ``bench.jobs``: importing ``django_jobs.celery`` is
-a project's choice, and the other figures should not pay for it.
+The layer's task and its native twin are defined here, not in ``bench.jobs``: importing
+``django_jobs.celery`` is a project's choice, and the other figures should not pay for it;
+and an engine from before the layer (``--against``) has no ``idempotency_key="call"`` either.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django_jobs import job
 from django_jobs.celery import shared_task
 
 from .harness import drain, drain_kind, reset, timed
@@ -21,6 +23,13 @@ def celery_noop(n: int, run: str) -> None:
     return None
 
 
+@job("bench.noop_per_call", idempotency_key="call")
+def noop_per_call(ctx: object) -> None:
+    """A no-op whose every enqueue is a job of its own, as every Celery call is: the native
+    side of the figures."""
+    return None
+
+
 #: The figures' names: the layer's beside the native one (bench/report.py compares them).
 DELAY, ENQUEUE = "celery: delay()", "celery: native enqueue"
 DRAIN, NATIVE_DRAIN = "celery: drain c=4", "celery: native drain c=4"
@@ -28,7 +37,6 @@ DRAIN, NATIVE_DRAIN = "celery: drain c=4", "celery: native drain c=4"
 
 def enqueue_rates(n: int, tag: str, layer_first: bool) -> dict[str, float]:
     """``n`` calls of each, one per transaction (autocommit), each on an empty table."""
-    from bench.jobs import noop_per_call
 
     def delays() -> int:
         for i in range(n):
@@ -52,7 +60,6 @@ def enqueue_rates(n: int, tag: str, layer_first: bool) -> dict[str, float]:
 
 def drain_rates(n: int, batch: int, tag: str, layer_first: bool) -> dict[str, float]:
     """``n`` jobs of each drained by a burst worker at concurrency 4."""
-    from bench.jobs import noop_per_call
 
     def layer() -> float:
         reset()

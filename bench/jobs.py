@@ -130,10 +130,3 @@ def hold_first(ctx: object) -> None:
         out.write(f"{os.getpid()}\n")
     if ctx.attempt == 1:  # type: ignore[attr-defined]
         time.sleep(60)
-
-
-@job("bench.noop_per_call", idempotency_key="call")
-def noop_per_call(ctx: object) -> None:
-    """A no-op whose every enqueue is a job of its own, as every Celery call is: the native
-    side of the ``celery`` figures (``bench/celery_layer.py``)."""
-    return None
