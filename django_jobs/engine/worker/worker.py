@@ -62,9 +62,12 @@ logger = logging.getLogger("django_jobs.worker")
 
 def make_worker_id(engine: str, name: str | None = None) -> str:
     """``NAME:ENGINE:TOKEN``, the ``worker_id`` of the jobs it holds: ``name`` (``--name``,
-    default ``host:pid``), the engine, and eight hex digits unique to this run. The job JSON's
-    ``worker`` is the id without its last two parts (``models.worker_name``)."""
-    return f"{name or f'{socket.gethostname()}:{os.getpid()}'}:{engine}:{uuid.uuid4().hex[:8]}"
+    default ``host:pid``), the engine, and ``HEX.PID``: eight hex digits unique to this run and
+    the id of this process (the one that runs the jobs: a worker process under a supervisor).
+    The job JSON's ``worker`` is the id without its last two parts (``models.worker_name``),
+    its ``worker_pid`` the ``PID`` (``models.worker_pid``)."""
+    name = name or f"{socket.gethostname()}:{os.getpid()}"
+    return f"{name}:{engine}:{uuid.uuid4().hex[:8]}.{os.getpid()}"
 
 
 class Worker:
