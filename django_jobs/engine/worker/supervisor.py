@@ -264,7 +264,7 @@ class Supervisor(Slots):
     def dump_stacks(self) -> None:
         """SIGUSR1: this process's stacks, then the signal passed on to each worker process,
         which prints its own."""
-        print_stacks()
+        print_stacks(f"supervisor of worker {self.name}")
         for child in self.children:
             child.signal(signal.SIGUSR1)  # each prints its threads' stacks
 

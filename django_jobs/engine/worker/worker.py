@@ -185,7 +185,7 @@ class Worker:
         at once. Under a supervisor, SIGTERMs after the first change nothing (the parent kills
         with SIGKILL when it means now)."""
         if signum in STACK_SIGNALS:
-            print_stacks()
+            print_stacks(f"worker {self.ledger.name}", self.jobs_by_thread())
             return
         if self.ledger.parent is None and self.ledger.stopping.is_set():
             logger.warning("Second signal: exiting now; unfinished jobs return after the lease.")
@@ -193,6 +193,16 @@ class Worker:
         if self.ledger.parent is None:
             logger.info("Signal %s: finishing in-flight jobs, claiming no more.", signum)
         self.stop()
+
+    def jobs_by_thread(self) -> dict[int, Job]:
+        """The job each executor thread runs now, by the thread's ident (a stack dump's
+        headings)."""
+        ledger = self.ledger
+        return {
+            thread.ident: job
+            for thread, job in zip(list(ledger.threads), list(ledger.held), strict=False)
+            if job is not None and thread.ident is not None
+        }
 
     def stop(self) -> None:
         self.ledger.stop()
