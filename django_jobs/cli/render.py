@@ -97,6 +97,10 @@ def render_job(detail: dict[str, Any], now: datetime) -> str:
     ]
     if detail.get("wait_reason"):
         fields.append(("waiting for", detail["wait_reason"]))
+    if detail.get("worker"):
+        pid = detail.get("worker_pid")
+        where = f"worker {detail['worker']}" + (f", process {pid}" if pid else "")
+        fields.append(("running on", where))
     if detail.get("error"):
         fields.append(("error", _first_line(detail["error"], 200)))
     width = max(len(name) for name, _ in fields)
