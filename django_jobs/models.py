@@ -463,8 +463,9 @@ class Worker(models.Model):
     jobs_running = models.IntegerField(default=0)
     jobs_done = models.BigIntegerField(default=0)
     version = models.CharField(max_length=50, blank=True, default="")
-    # Its job processes (SPEC §15): per child ``{pid, generation, started_at, rss_bytes,
-    # jobs_done, restarts, job_ids}``, written at each heartbeat.
+    # Its job processes (SPEC §15): per child ``{slot, pid, generation, started_at, rss_bytes,
+    # jobs_done, restarts, jobs}`` (``engine.rows.fleet.process_entry``), written at each
+    # heartbeat.
     processes_detail = models.JSONField(
         default=list, db_default=models.Value([], output_field=models.JSONField()), blank=True
     )
