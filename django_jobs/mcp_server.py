@@ -223,7 +223,9 @@ def explain_claim(engine: str = "default", queue: str | None = None) -> dict[str
 def workers() -> list[dict[str, Any]]:
     """Every worker: name, host, pid, engine, queues, processes and concurrency, heartbeat age,
     state (running, stopping, stopped, or lost once its heartbeat is older than the lease),
-    jobs running (their ids) and done, version: what `manage.py jobs workers --json` prints."""
+    jobs running (their ids) and done, version, and its processes (processes_detail: per process
+    its pid, generation, start, resident memory, jobs done, restarts of its slot, and the ids of
+    the jobs it runs now): what `manage.py jobs workers --json` prints."""
     return operations.workers()
 
 

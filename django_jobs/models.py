@@ -432,6 +432,17 @@ def worker_name(worker_id: str | None) -> str | None:
     return worker_id.rsplit(":", 2)[0]
 
 
+def worker_pid(worker_id: str | None) -> int | None:
+    """The id of the process that holds a job, from the job's ``worker_id``: its ``TOKEN`` is
+    ``HEX.PID`` (``engine.worker.make_worker_id``), so the claim that writes the id writes the
+    process too, at no cost. ``None`` for ``None`` and for an id without one (written by an
+    older release)."""
+    if not worker_id:
+        return None
+    _, _, pid = worker_id.rpartition(":")[2].partition(".")
+    return int(pid) if pid.isdigit() else None
+
+
 class Worker(models.Model):
     """One running worker process (``runjobs``): written at its start, at each heartbeat and
     as it stops (``django_jobs.engine.rows.fleet``). Stopped rows are pruned after a day."""
@@ -452,8 +463,9 @@ class Worker(models.Model):
     jobs_running = models.IntegerField(default=0)
     jobs_done = models.BigIntegerField(default=0)
     version = models.CharField(max_length=50, blank=True, default="")
-    # Its job processes (SPEC §15): per child ``{pid, generation, started_at, rss_bytes,
-    # jobs_done, restarts, job_ids}``, written at each heartbeat.
+    # Its job processes (SPEC §15): per child ``{slot, pid, generation, started_at, rss_bytes,
+    # jobs_done, restarts, jobs}`` (``engine.rows.fleet.process_entry``), written at each
+    # heartbeat.
     processes_detail = models.JSONField(
         default=list, db_default=models.Value([], output_field=models.JSONField()), blank=True
     )

@@ -13,8 +13,9 @@ Everything that shows a job is made from those lists:
 
 Two views: ``OPERATOR`` sees everything; ``MEMBER`` (a job's owner who is not an operator)
 never sees a server traceback (it names server files and source lines), nor the fields marked
-``operators_only`` (``worker``: which worker runs a job is operators' business, as ``GET
-workers/`` is). ``member_view`` and ``member_text`` are the one place that decides it.
+``operators_only`` (``worker`` and ``worker_pid``: which worker and process run a job is
+operators' business, as ``GET workers/`` is). ``member_view`` and ``member_text`` are the one
+place that decides it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.serializers.json import DjangoJSONEncoder
 
 from .conf import jobs_settings
-from .models import Job, worker_name
+from .models import Job, worker_name, worker_pid
 from .permissions import is_operator
 from .states import ENDED_STATES, EXPIRED_ERROR, JobState
 
@@ -87,6 +88,12 @@ def _worker(job: Job) -> str | None:
     if job.state != JobState.RUNNING:
         return None
     return worker_name(job.worker_id)
+
+
+def _worker_pid(job: Job) -> int | None:
+    if job.state != JobState.RUNNING:
+        return None
+    return worker_pid(job.worker_id)
 
 
 def _progress(key: str) -> Callable[[Job], Any]:
@@ -265,6 +272,18 @@ JOB_FIELDS: tuple[JobField, ...] = (
         help=(
             "Operators only: the name of the worker running the job (GET workers/); null when "
             "not running. Members never get this key."
+        ),
+        operators_only=True,
+    ),
+    JobField(
+        "worker_pid",
+        _worker_pid,
+        JsonType.INTEGER,
+        null=True,
+        help=(
+            "Operators only: the id of the process running the job (a worker process of "
+            "``worker``, see its ``processes_detail``); null when not running. Members never "
+            "get this key."
         ),
         operators_only=True,
     ),

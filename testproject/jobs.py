@@ -6,6 +6,7 @@ none of these kinds shows in its admin; the demo's own kinds are in ``testprojec
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -75,6 +76,28 @@ def keeps_requeueing(ctx):
 @job("test.bad_result", idempotency_key="payload", retry=Retry(attempts=1))
 def bad_result(ctx):
     return {"when": object()}
+
+
+_late_handler: logging.Handler | None = None
+
+
+@job("test.logs", idempotency_key="payload", retry=Retry(attempts=1))
+def logs(ctx):
+    """Logs a warning. Its first run in a process adds a handler of its own first (one added
+    after the worker started) whose format names the job's fields
+    (tests/integration/test_worker_logging.py)."""
+    global _late_handler
+    log = logging.getLogger("testproject.logs")
+    if _late_handler is None:
+        _late_handler = logging.StreamHandler()
+        _late_handler.setFormatter(
+            logging.Formatter(
+                "late handler: job_id=%(job_id)s kind=%(kind)s attempt=%(attempt)s "
+                "queue=%(queue)s %(message)s"
+            )
+        )
+        log.addHandler(_late_handler)
+    log.warning("logged by the job %s", ctx.payload["n"])
 
 
 @job("test.async", idempotency_key="payload")

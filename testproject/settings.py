@@ -161,18 +161,24 @@ if os.environ.get("JOBS_KILL_GRACE"):
 if os.environ.get("JOBS_MEMBER_RATE"):
     JOBS["MEMBER_RATE"] = os.environ["JOBS_MEMBER_RATE"]
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {
-        "django_jobs": {
-            "handlers": ["console"],
-            # JOBS_LOG_LEVEL=INFO: what the scheduler fired, in worker process tests.
-            "level": os.environ.get("JOBS_LOG_LEVEL", "WARNING"),
-        }
-    },
-}
+# JOBS_TEST_NO_LOGGING=1: no LOGGING setting, as a new project has (runjobs' own text lines,
+# tests/integration/test_worker_logging.py).
+LOGGING = (
+    {}
+    if os.environ.get("JOBS_TEST_NO_LOGGING")
+    else {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"console": {"class": "logging.StreamHandler"}},
+        "loggers": {
+            "django_jobs": {
+                "handlers": ["console"],
+                # JOBS_LOG_LEVEL=INFO: what the scheduler fired, in worker process tests.
+                "level": os.environ.get("JOBS_LOG_LEVEL", "WARNING"),
+            }
+        },
+    }
+)
 
 # --- Django's Tasks framework (django.tasks on Django 6, the django-tasks backport on 5.2) ---
 # (owned by the tasks backend; see docs/tasks.md)

@@ -2,8 +2,11 @@
 
 The Workers page (``admin/django_jobs/job/workers/``) lists every worker's row (host, pid,
 queues, processes x concurrency, the jobs it runs with links to their pages, heartbeat age,
-state, version). A heartbeat is no job event, so the page re-reads itself every second
-(``django_jobs/admin_live.js`` without an event stream) and swaps in its live part.
+state, version), and under it a row per process that runs its jobs (``processes_detail``: pid,
+generation, start, resident memory, jobs done, restarts, the jobs it runs now; a job's page
+links to its process's row, ``#djj-process-PID``). A heartbeat is no job event, so the page
+re-reads itself every second (``django_jobs/admin_live.js`` without an event stream) and swaps
+in its live part.
 
 Pause and resume are POST forms on the queue overview, for operators, CSRF-checked, through
 ``operations.pause_queue`` / ``resume_queue`` (the API's and the CLI's calls).
@@ -39,6 +42,11 @@ _WORKER_STATES: dict[str, str] = {
     WorkerState.STOPPING: JobState.WAITING,
     WorkerState.STOPPED: JobState.CANCELLED,
 }
+
+
+def memory(size: int) -> str:
+    """Resident memory for people: ``84 MiB``; ``-`` before a process has said it."""
+    return f"{size / 2**20:.0f} MiB" if size else "-"
 
 
 def worker_badge(state: str) -> SafeString:
@@ -98,13 +106,24 @@ class FleetAdminMixin:
                     "badge": worker_badge(row["state"]),
                     "heartbeat_age": duration(row["heartbeat_age_s"]),
                     "started": timestamp_text(datetime.fromisoformat(row["started_at"])),
-                    "jobs": [
-                        {"id": job_id, "url": self._url("change", job_id)}
-                        for job_id in row["running_jobs"]
+                    "jobs": self._job_links(row["running_jobs"]),
+                    "process_rows": [
+                        {
+                            **process,
+                            "started": timestamp_text(
+                                datetime.fromisoformat(process["started_at"])
+                            ),
+                            "rss": memory(process["rss_bytes"]),
+                            "jobs": self._job_links(process["jobs"]),
+                        }
+                        for process in row["processes_detail"]
                     ],
                 }
             )
         return rows
+
+    def _job_links(self, job_ids: list[int]) -> list[dict[str, Any]]:
+        return [{"id": job_id, "url": self._url("change", job_id)} for job_id in job_ids]
 
     # -- pausing a queue ------------------------------------------------------------------------
 

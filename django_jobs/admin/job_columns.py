@@ -8,8 +8,9 @@ from django.contrib import admin
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..models import Job
+from ..models import Job, worker_name, worker_pid
 from ..serialize import children_counts
+from ..states import JobState
 from .display import (
     EMPTY,
     breakable,
@@ -91,6 +92,22 @@ class JobColumnsMixin:
     @admin.display(description="timestamps derived")
     def timestamps_derived_display(self, job: Job) -> str:
         return "yes (estimated)" if job.timestamps_derived else "no"
+
+    @admin.display(description="process")
+    def process_display(self, job: Job) -> SafeString | str:
+        """The process running the job: its pid, linked to its row on the Workers page, and
+        its worker's name (from the ``worker_id`` the claim wrote)."""
+        pid = worker_pid(job.worker_id) if job.state == JobState.RUNNING else None
+        if pid is None:
+            return EMPTY
+        return format_html(
+            '<a href="{}#djj-process-{}" data-worker-pid="{}">process {}</a> of worker {}',
+            self._url("workers"),
+            pid,
+            pid,
+            pid,
+            worker_name(job.worker_id),
+        )
 
     @admin.display(description="leased until")
     def leased_until_display(self, job: Job) -> SafeString | str:

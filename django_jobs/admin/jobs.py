@@ -88,7 +88,12 @@ class JobAdmin(
         ),
         (
             "Worker",
-            {"fields": (("worker_id", "leased_until_display", "cancel_requested_display"),)},
+            {
+                "fields": (
+                    ("worker_id", "process_display"),
+                    ("leased_until_display", "cancel_requested_display"),
+                )
+            },
         ),
     )
 

@@ -261,6 +261,30 @@ class StatsSerializer(serializers.Serializer):
 # --- the fleet: workers and queues -----------------------------------------------------------
 
 
+class WorkerProcessSerializer(serializers.Serializer):
+    """One process of a worker (``processes_detail``): a worker process of ``runjobs
+    --processes N``, or the worker's own process with ``--processes 0``."""
+
+    slot = serializers.IntegerField(read_only=True, help_text="0 to processes - 1.")
+    pid = serializers.IntegerField(read_only=True)
+    generation = serializers.IntegerField(
+        read_only=True, help_text="One more at each SIGHUP or --reload."
+    )
+    started_at = serializers.DateTimeField(read_only=True)
+    rss_bytes = serializers.IntegerField(
+        read_only=True, help_text="Resident memory at its last heartbeat (0 before the first)."
+    )
+    jobs_done = serializers.IntegerField(read_only=True)
+    restarts = serializers.IntegerField(
+        read_only=True, help_text="Processes of this slot that died and were started again."
+    )
+    jobs = serializers.ListField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="The ids of the jobs it runs now (the first 100).",
+    )
+
+
 class WorkerSerializer(serializers.Serializer):
     """A worker's row (``GET workers/``): ``state`` is ``lost`` once its heartbeat is older
     than the lease."""
@@ -286,6 +310,11 @@ class WorkerSerializer(serializers.Serializer):
         help_text="The ids of the jobs it runs (the first 100).",
     )
     version = serializers.CharField(read_only=True)
+    processes_detail = WorkerProcessSerializer(
+        many=True,
+        read_only=True,
+        help_text="The processes that run its jobs, as of its last heartbeat; empty once stopped.",
+    )
 
 
 class QueueSerializer(serializers.Serializer):

@@ -97,6 +97,10 @@ def render_job(detail: dict[str, Any], now: datetime) -> str:
     ]
     if detail.get("wait_reason"):
         fields.append(("waiting for", detail["wait_reason"]))
+    if detail.get("worker"):
+        pid = detail.get("worker_pid")
+        where = f"worker {detail['worker']}" + (f", process {pid}" if pid else "")
+        fields.append(("running on", where))
     if detail.get("error"):
         fields.append(("error", _first_line(detail["error"], 200)))
     width = max(len(name) for name, _ in fields)
@@ -172,10 +176,11 @@ def render_stats(stats: dict[str, Any]) -> str:
 
 
 def render_workers(rows: Sequence[dict[str, Any]]) -> str:
-    """The ``workers`` table: one line per worker row."""
+    """The ``workers`` table: one line per worker row; then, for the workers that list
+    processes, one line per process (``processes_detail``)."""
     if not rows:
         return "No workers have a row: start one with manage.py runjobs."
-    return table(
+    workers = table(
         [
             "NAME",
             "HOST",
@@ -206,6 +211,25 @@ def render_workers(rows: Sequence[dict[str, Any]]) -> str:
             for r in rows
         ],
     )
+    processes = [
+        (
+            r["name"],
+            p["slot"],
+            p["pid"],
+            p["generation"],
+            _short_time(p["started_at"]),
+            f"{p['rss_bytes'] / 2**20:.0f} MiB" if p["rss_bytes"] else "-",
+            p["jobs_done"],
+            p["restarts"],
+            ",".join(map(str, p["jobs"])) or "-",
+        )
+        for r in rows
+        for p in r.get("processes_detail") or []
+    ]
+    if not processes:
+        return workers
+    headers = ["WORKER", "SLOT", "PID", "GEN", "STARTED", "RSS", "DONE", "RESTARTS", "RUNNING"]
+    return f"{workers}\n\nProcesses:\n{table(headers, processes)}"
 
 
 def render_queues(rows: Sequence[dict[str, Any]]) -> str:

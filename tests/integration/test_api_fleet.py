@@ -4,6 +4,7 @@ and ``resume/`` (operators only), and ``worker`` in a running job's JSON (operat
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -38,11 +39,28 @@ def operator(api_users, api_client):
 
 def test_workers_are_for_operators_only(member, operator, api_client, api_users):
     with time_machine.travel(T0, tick=False):
-        fleet.register("box-1", queues=["mail"], concurrency=3, pid=77, hostname="host-a")
+        process = fleet.process_entry(
+            slot=0,
+            pid=78,
+            generation=0,
+            started_at=T0,
+            rss_bytes=50 * 2**20,
+            jobs_done=4,
+            restarts=1,
+            jobs=[],
+        )
+        fleet.register(
+            "box-1",
+            queues=["mail"],
+            concurrency=3,
+            pid=77,
+            hostname="host-a",
+            processes_detail=[process],
+        )
         job = noop.enqueue({"w": 1})
         claim(make_worker_id("default", "box-1"))
-        assert api_client().get("/api/jobs/workers/").status_code == 401
         refused = member.get("/api/jobs/workers/")
+        assert api_client().get("/api/jobs/workers/").status_code == 401
         assert refused.status_code == 403
         assert refused.json()["message"].startswith("Only operators may do this.")
         response = operator.get("/api/jobs/workers/")
@@ -64,6 +82,18 @@ def test_workers_are_for_operators_only(member, operator, api_client, api_users)
         "jobs_done": 0,
         "running_jobs": [job.pk],
         "version": row["version"],
+        "processes_detail": [
+            {
+                "slot": 0,
+                "pid": 78,
+                "generation": 0,
+                "started_at": T0.isoformat(),
+                "rss_bytes": 50 * 2**20,
+                "jobs_done": 4,
+                "restarts": 1,
+                "jobs": [],
+            }
+        ],
     }
     assert row["version"]
 
@@ -72,14 +102,16 @@ def test_a_running_job_names_its_worker_to_operators_only(member, operator, api_
     job = report.enqueue({"title": "t", "rows": 1}, owner=api_users.member)
     assert operator.get(f"/api/jobs/{job.pk}/").json()["worker"] is None
     claim(make_worker_id("default", "box-9"))
-    assert operator.get(f"/api/jobs/{job.pk}/").json()["worker"] == "box-9"
+    seen = operator.get(f"/api/jobs/{job.pk}/").json()
+    # The process that claimed it: this one (the claim's worker id carries it).
+    assert (seen["worker"], seen["worker_pid"]) == ("box-9", os.getpid())
     [listed] = operator.get("/api/jobs/").json()["results"]
-    assert listed["worker"] == "box-9"
-    # Its owner sees it running, not where: the key is not there at all (SPEC §15).
+    assert (listed["worker"], listed["worker_pid"]) == ("box-9", os.getpid())
+    # Its owner sees it running, not where: the keys are not there at all (SPEC §15).
     mine = member.get(f"/api/jobs/{job.pk}/").json()
-    assert mine["state"] == "running" and "worker" not in mine
+    assert mine["state"] == "running" and not {"worker", "worker_pid"} & set(mine)
     [listed] = member.get("/api/jobs/").json()["results"]
-    assert listed["state"] == "running" and "worker" not in listed
+    assert listed["state"] == "running" and not {"worker", "worker_pid"} & set(listed)
     assert "box-9" not in member.get("/api/jobs/").content.decode()
 
 

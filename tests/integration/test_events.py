@@ -425,14 +425,18 @@ def test_a_delivered_row_reaches_each_channel_with_its_row_id_and_its_readers_te
             listeners.remove(listener)
         loop.close()
     # Operators get the stored text; the owner the same event without the traceback (and
-    # without the operators' ``worker``).
+    # without the operators' ``worker`` and ``worker_pid``).
     assert operators_listener.pending == [(row.pk, "job.failed", row.data)]
     ((event_id, event_type, text),) = mine_listener.pending
     assert (event_id, event_type) == (row.pk, "job.failed")
     owner_view = json.loads(text)
     assert owner_view["job"]["error"] == public_error(data_of(row)["job"]["error"])
     assert "Traceback" not in text and "testproject/jobs.py" not in text
-    operators_job = {key: value for key, value in data_of(row)["job"].items() if key != "worker"}
+    operators_job = {
+        key: value
+        for key, value in data_of(row)["job"].items()
+        if key not in ("worker", "worker_pid")
+    }
     assert owner_view == {**data_of(row), "job": {**operators_job, "error": ANY}}
     assert ws_messages([stored]) == [
         (OPERATORS_GROUP, {"type": "jobs.event", "text": row.data, "job": failing.pk}),

@@ -3,9 +3,12 @@ operators act, a view-only staff user looks and is refused."""
 
 from __future__ import annotations
 
+import re
+
+from django_jobs import clock
 from django_jobs.engine.rows import fleet
 from django_jobs.engine.worker.worker import make_worker_id
-from django_jobs.models import PausedQueue
+from django_jobs.models import PausedQueue, worker_pid
 from testproject.jobs import noop
 from tests.conftest import claim
 from tests.integration.test_admin import operator, signed_in, viewer  # noqa: F401 - fixtures
@@ -52,3 +55,37 @@ def test_operators_pause_and_resume_from_the_overview(operator, viewer):  # noqa
     assert "jobs queues" in refused.content.decode()
     client.post(f"{JOBS}queues/resume/", {"queue": "mail", "engine": "default"})
     assert not PausedQueue.objects.exists()
+
+
+def test_the_workers_page_shows_each_process_and_a_jobs_page_names_its_process(operator):  # noqa: F811
+    job = noop.enqueue({"w": 2})
+    worker_id = make_worker_id("default", "box-2")
+    claim(worker_id)
+    pid = worker_pid(worker_id)  # the claim's process: this one
+    processes = [
+        fleet.process_entry(
+            slot=slot,
+            pid=pid + slot,
+            generation=1,
+            started_at=clock.now(),
+            rss_bytes=(60 + slot) * 2**20,
+            jobs_done=10 + slot,
+            restarts=slot,
+            jobs=[job.pk] if slot == 0 else [],
+        )
+        for slot in (0, 1)
+    ]
+    fleet.register("box-2", processes=2, pid=1, processes_detail=processes)
+    client = signed_in(operator)
+    html = client.get(f"{JOBS}workers/").content.decode()
+    rows = re.findall(r'<tr class="djj-process" id="djj-process-(\d+)".*?</tr>', html, re.S)
+    assert rows == [str(pid), str(pid + 1)]
+    first = re.search(rf'id="djj-process-{pid}".*?</tr>', html, re.S)[0]
+    assert 'data-process-of="box-2"' in first and "generation 1" in first and "60 MiB" in first
+    assert f'href="{JOBS}{job.pk}/change/"' in first and "0 restarts" in first
+    second = re.search(rf'id="djj-process-{pid + 1}".*?</tr>', html, re.S)[0]
+    assert "61 MiB" in second and "1 restart<" in second and 'data-running="0"' in second
+    # The job's page names the process running it, linked to its row on the Workers page.
+    page = client.get(f"{JOBS}{job.pk}/change/").content.decode()
+    assert f'href="{JOBS}workers/#djj-process-{pid}"' in page
+    assert f"process {pid}</a> of worker box-2" in page

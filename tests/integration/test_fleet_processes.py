@@ -7,21 +7,26 @@ process (``wait_for``), never on time.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import socket
 import time
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 import django_jobs
 from django_jobs import operations
-from django_jobs.models import Job, PausedQueue
+from django_jobs.models import Job, PausedQueue, worker_pid
 from django_jobs.models import Worker as WorkerRow
-from testproject.jobs import record
+from testproject.jobs import record, slow
 from testproject.models import Execution
 from tests.conftest import requires_postgres
-from tests.integration.test_worker_processes import exit_code, wait_for
+from tests.integration.test_supervisor_processes import alive, started_pids
+from tests.integration.test_worker_processes import exit_code, terminate, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -80,6 +85,92 @@ def test_a_worker_writes_its_row_heartbeats_it_and_marks_it_stopped(spawn):
     assert exit_code(worker) == 0, worker.output()
     stopped = row("proc-a")
     assert stopped is not None and stopped.state == "stopped" and stopped.jobs_done == 1
+
+
+def listed_processes(name: str, expected: dict[int, int]) -> dict[int, dict] | None:
+    """The row's processes by pid, once it lists exactly the pids of ``expected`` (job id ->
+    the pid running it), each with its job and its resident memory; else None."""
+    found = row(name)
+    if found is None:
+        return None
+    by_pid = {process["pid"]: process for process in found.processes_detail}
+    if set(by_pid) != set(expected.values()):
+        return None
+    if any(by_pid[pid]["jobs"] != [job_id] for job_id, pid in expected.items()):
+        return None
+    return by_pid if all(p["rss_bytes"] > 0 for p in by_pid.values()) else None
+
+
+def test_the_row_lists_each_worker_process_and_a_running_job_names_its_process(
+    spawn, tmp_path, api_users, api_client
+):
+    marker = tmp_path / "go"
+    jobs = [
+        slow.as_user(api_users.member, {"until": str(marker), "n": n, "seconds": 120})
+        for n in range(2)
+    ]
+    worker = spawn(
+        "runjobs", "--name", "two", "--processes", "2", "--concurrency", "1", "--no-scheduler",
+        env=FAST_BEAT,
+    )  # fmt: skip
+    wait_for(lambda: len(started_pids("slow-start")) == 2, "both jobs started", worker)
+    ran_by = started_pids("slow-start")  # job id -> the worker process that runs it
+    wait_for(lambda: listed_processes("two", ran_by), "the row lists both processes", worker)
+    by_pid = listed_processes("two", ran_by)
+    assert by_pid is not None and worker.popen.pid not in by_pid  # the parent runs no job
+    assert sorted(p["slot"] for p in by_pid.values()) == [0, 1]
+    assert all(
+        alive(pid) and (p["generation"], p["restarts"]) == (0, 0) for pid, p in by_pid.items()
+    )
+    [listed] = operations.workers()
+    assert listed["processes_detail"] == row("two").processes_detail  # jobs workers --json
+
+    # A running job names its process to operators (the API, jobs inspect); not to its owner.
+    operator, member = api_client(api_users.operator), api_client(api_users.member)
+    for job in jobs:
+        seen = operator.get(f"/api/jobs/{job.pk}/").json()
+        assert (seen["worker"], seen["worker_pid"]) == ("two", ran_by[job.pk])
+        out = StringIO()
+        call_command("jobs", "inspect", str(job.pk), "--json", stdout=out)
+        assert json.loads(out.getvalue())["worker_pid"] == ran_by[job.pk]
+        mine = member.get(f"/api/jobs/{job.pk}/").json()
+        assert mine["state"] == "running" and not {"worker", "worker_pid"} & set(mine)
+
+    # kill -9 of one: its slot's new process is listed, with the restart counted.
+    lost = jobs[0]
+    victim = ran_by[lost.pk]
+    slot = by_pid[victim]["slot"]
+    os.kill(victim, signal.SIGKILL)
+
+    def restarted() -> bool:
+        current = {p["slot"]: p for p in row("two").processes_detail}
+        new = current.get(slot)
+        return new is not None and new["pid"] != victim and new["restarts"] == 1
+
+    wait_for(restarted, "the slot's restart is listed", worker)
+    current = {p["slot"]: p for p in row("two").processes_detail}
+    assert len(current) == 2 and alive(current[slot]["pid"])
+    assert current[1 - slot]["pid"] == ran_by[jobs[1].pk] and current[1 - slot]["restarts"] == 0
+    marker.touch()
+    wait_for(lambda: all(state(job) == "succeeded" for job in jobs), "the jobs end", worker)
+    assert terminate(worker) == 0
+    assert row("two").processes_detail == []  # stopped: no process
+
+
+def test_with_processes_0_the_row_lists_the_workers_own_process(spawn, tmp_path):
+    marker = tmp_path / "go"
+    job = slow.enqueue({"until": str(marker), "n": 0, "seconds": 120})
+    worker = spawn("runjobs", "--name", "solo", "--processes", "0", env=FAST_BEAT)
+    pid = worker.popen.pid
+    wait_for(lambda: listed_processes("solo", {job.pk: pid}), "its process is listed", worker)
+    [process] = row("solo").processes_detail
+    assert (process["slot"], process["generation"], process["restarts"]) == (0, 0, 0)
+    job.refresh_from_db()
+    assert worker_pid(job.worker_id) == pid
+    marker.touch()
+    wait_for(lambda: state(job) == "succeeded", "the job ends", worker)
+    wait_for(lambda: row("solo").processes_detail[0]["jobs_done"] == 1, "its count", worker)
+    assert terminate(worker) == 0
 
 
 def test_a_paused_queue_stops_starting_within_a_second_and_resumes(spawn):

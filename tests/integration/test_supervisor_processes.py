@@ -248,9 +248,22 @@ def test_sigusr1_prints_every_threads_stack_and_the_worker_goes_on(spawn, tmp_pa
     assert output.count("Current thread") + output.count("Thread 0x") >= 2
     # Each thread headed by its name: the one that printed (the worker's signal thread).
     assert "(jobs-signals) (most recent call first)" in output
+    # Each process's block headed by its pid and worker; the job's thread by its job.
+    runs_it = started_pids("slow-start")[job.pk]
+    worker_name = refreshed(job).worker_id.rsplit(":", 2)[0]
+    assert f"Process {runs_it} (worker {worker_name}):\n" in output
+    [heading] = [line for line in output.splitlines() if f" job {job.pk} " in line]
+    assert heading.startswith("Thread 0x") and heading.endswith(
+        f"(jobs-exec-0) job {job.pk} (test.slow, attempt 1) (most recent call first):"
+    )
+    # The frames under that heading are the job's.
+    block = output.split(heading, 1)[1].split("\n\n", 1)[0]
+    assert "in slow\n" in block + "\n"
     if processes == "1":
         # The parent's own stack too: its loop, where it acts on the signal.
         assert "in _handle_signals\n" in output
+        parent = worker.popen.pid
+        assert f"Process {parent} (supervisor of worker {worker_name}):\n" in output
     marker.touch()
     wait_for(lambda: refreshed(job).state == "succeeded", "the job finished", worker)
     assert terminate(worker) == 0

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from django_jobs.models import Job
-from testproject.jobs import always_fail, record
+from testproject.jobs import always_fail, logs, record
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.process
 
 TEXT_LINE = re.compile(
     r"job\.(?P<event>started|ended) job=(?P<job>\d+) kind=(?P<kind>\S+) attempt=(?P<attempt>\d+)"
-    r"(?: outcome=(?P<outcome>\w+) duration_s=(?P<duration_s>[0-9.e-]+))?$"
+    r" queue=(?P<queue>\S+)(?: outcome=(?P<outcome>\w+) duration_s=(?P<duration_s>[0-9.e-]+))?$"
 )
 
 
@@ -57,6 +57,7 @@ def check_lines(lines: list[dict[str, Any]], jobs: dict[str, Job]) -> None:
         assert [line["event"] for line in mine] == ["job.started", "job.ended"], lines
         started, ended = mine
         assert started["kind"] == ended["kind"] == job.kind
+        assert started["queue"] == ended["queue"] == job.queue
         assert int(started["attempt"]) == int(ended["attempt"]) == 1
         assert ended["outcome"] == outcome
         assert 0 <= float(ended["duration_s"]) < 60
@@ -104,6 +105,7 @@ def test_log_format_json_writes_every_line_as_json(worker_env):
     job_lines = [r for r in records if r.get("event") in ("job.started", "job.ended")]
     assert {r["logger"] for r in job_lines} == {"django_jobs.worker"}
     assert all(isinstance(r["job"], int) and isinstance(r["attempt"], int) for r in job_lines)
+    assert all(r["job_id"] == r["job"] and r["queue"] == "default" for r in job_lines)
     check_lines(job_lines, jobs)
     # At the default verbosity: the outcome lines only.
     for job in jobs.values():
@@ -114,3 +116,22 @@ def test_log_format_json_writes_every_line_as_json(worker_env):
     assert {r["event"] for r in default if "event" in r} == {"job.ended"}
     # The failure's traceback stays inside its one JSON line.
     assert any(r["message"].startswith(f"Job {jobs['failed'].pk} (test.fail)") for r in records)
+
+
+def test_a_jobs_own_lines_carry_its_fields_by_default_and_in_a_handler_it_added_later(worker_env):
+    # A worker process (``--processes`` 1, the default) runs them; its stderr is runjobs'.
+    mail = logs.enqueue({"n": 1}, queue="mail")
+    default = logs.enqueue({"n": 2})
+    stderr = runjobs({**worker_env, "JOBS_TEST_NO_LOGGING": "1"})  # no LOGGING setting
+    for job, queue, n in ((mail, "mail", 1), (default, "default", 2)):
+        # runjobs' own text lines, with no LOGGING setting: the job's fields after the logger.
+        tag = re.escape(f"[job_id={job.pk} kind=test.logs attempt=1 queue={queue}]")
+        assert re.search(rf" WARNING testproject\.logs {tag}: logged by the job {n}$", stderr, re.M)
+        # A handler the job added as it ran, long after the worker started, names them too.
+        late = f"late handler: job_id={job.pk} kind=test.logs attempt=1 queue={queue}"
+        assert f"{late} logged by the job {n}\n" in stderr, stderr
+    # The worker's own lines are as they were: the fields in their message, no tag.
+    assert (
+        f"job.ended job={mail.pk} kind=test.logs attempt=1 queue=mail outcome=succeeded" in stderr
+    )
+    assert "[job_id" not in "".join(line for line in stderr.splitlines() if "job.ended" in line)

@@ -28,7 +28,7 @@ from django_jobs.engine.rows import fleet
 from django_jobs.engine.run.limits import claim_within_limits
 from django_jobs.engine.worker.worker import Worker, make_worker_id
 from django_jobs.exceptions import InvalidPayload, UnknownEngine
-from django_jobs.models import Job, PausedQueue, worker_name
+from django_jobs.models import Job, PausedQueue, worker_name, worker_pid
 from django_jobs.models import Worker as WorkerRow
 from django_jobs.serialize import job_json, job_text
 from django_jobs.store import get_store
@@ -47,7 +47,9 @@ def test_a_worker_id_starts_with_its_name_and_the_job_json_names_the_worker():
     assert default.startswith(f"{socket.gethostname()}:{os.getpid()}:default:")
     assert worker_name(default) == f"{socket.gethostname()}:{os.getpid()}"
     named = make_worker_id("bulk", "web:1")
-    assert named.startswith("web:1:bulk:") and len(named.rsplit(":", 1)[1]) == 8
+    assert named.startswith("web:1:bulk:")
+    token = named.rsplit(":", 1)[1]
+    assert len(token.split(".")[0]) == 8 and worker_pid(named) == os.getpid()
     assert worker_name(named) == "web:1"
     assert worker_name(None) is None
 

@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from django_jobs import Retry, job, schedule
 from django_jobs.engine.observe import tracing
+from django_jobs.engine.observe.records import add_job_fields
 from django_jobs.engine.schedules import undeclare
 from django_jobs.engine.worker.worker import Worker
 from django_jobs.kinds.registry import unregister
@@ -431,7 +432,7 @@ class WorkerThreadTests(TransactionTestCase):
         handler = logging.Handler()
         handler.emit = self.records.append  # type: ignore[method-assign]
         self.log = logging.getLogger("tests.tracing.worker")
-        self.log.addHandler(handler)  # no filter of its own: the worker installs one
+        self.log.addHandler(handler)  # no filter: the records are made with the fields
         self.log.setLevel(logging.INFO)
         self.addCleanup(self.log.removeHandler, handler)
         log = self.log
@@ -482,8 +483,7 @@ class LogTests(Traced):
             def emit(self, record):
                 records.append(record)
 
-        handler = Keep()
-        handler.addFilter(JobLogFilter())
+        handler = Keep()  # no filter: the records are made with the fields
         log = logging.getLogger("tests.tracing.runner")
         log.addHandler(handler)
         log.setLevel(logging.INFO)
@@ -514,7 +514,7 @@ class LogTests(Traced):
         records: list[logging.LogRecord] = []
         handler = logging.Handler()
         handler.emit = records.append  # type: ignore[method-assign]
-        handler.addFilter(JobLogFilter())
+        handler.addFilter(JobLogFilter())  # kept for the settings that name it: no change
         log = logging.getLogger("tests.tracing.untraced")
         log.addHandler(handler)
         log.setLevel(logging.INFO)
@@ -639,7 +639,7 @@ def test_tracing_is_off_without_the_api(monkeypatch):
 def test_the_trace_id_of_the_current_span_is_not_the_jobs_without_a_job():
     record = logging.makeLogRecord({})
     with TracerProvider().get_tracer("t").start_as_current_span("s"):
-        tracing.add_job_fields(record)
+        add_job_fields(record)
     assert not hasattr(record, "trace_id")
     assert trace.get_current_span() is trace.INVALID_SPAN
 

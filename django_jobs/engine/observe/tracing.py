@@ -21,14 +21,12 @@ the metric instruments, are ``providers.py``'s.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...checks import TRACE_RELATIONSHIPS
 from . import providers
 from .providers import Api, Instruments, configure
-from .running import CURRENT
 from .spans import (
     NO_PROCESS,
     NO_SEND,
@@ -213,79 +211,33 @@ def expired(jobs: Sequence[Job]) -> None:
 # -- logs ------------------------------------------------------------------------------------
 
 
-class JobLogFilter(logging.Filter):
-    """Adds the running job to each record written while it runs: ``job_id``, ``kind``,
-    ``attempt``, ``queue`` and, when tracing, ``trace_id`` and ``span_id`` (hex), as ``extra``
-    fields any handler or formatter can read. A record written outside a job passes as it is;
-    a field the record already has is kept. The worker installs it on the handlers configured
-    when it starts (``install_log_filter``); name it in ``LOGGING`` for handlers added later::
-
-        "filters": {"job": {"()": "django_jobs.observability.tracing.JobLogFilter"}},
-        "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["job"]}},
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        add_job_fields(record)
-        return True
-
-
-def add_job_fields(record: logging.LogRecord) -> None:
-    running = CURRENT.get()
-    if running is None:
-        return
-    job = running.job
-    fields = record.__dict__
-    for name, value in (
-        ("job_id", job.pk),
-        ("kind", job.kind),
-        ("attempt", job.attempts),
-        ("queue", job.queue),
-    ):
-        fields.setdefault(name, value)
-    if running.trace is None:
-        return
+def span_ids(running: Running) -> tuple[str, str] | None:
+    """The trace and span ids (hex, as trace backends show them) of the current span of the
+    job ``running`` (its attempt's, or a step's inside it), for its log records
+    (``records``); None when tracing is off."""
     api = _load()
     if api is None:
-        return
+        return None
     span_context = api.trace.get_current_span().get_span_context()
     if not span_context.is_valid:
         span_context = api.trace.get_current_span(running.trace).get_span_context()
-    fields.setdefault("trace_id", format(span_context.trace_id, "032x"))
-    fields.setdefault("span_id", format(span_context.span_id, "016x"))
-
-
-_FILTER = JobLogFilter()
-
-
-def install_log_filter() -> None:
-    """Add ``JobLogFilter`` to every handler configured now (the root logger's and every named
-    logger's), once each: records written while a job runs then carry its fields."""
-    loggers: list[Any] = [logging.getLogger()]
-    loggers += [
-        found
-        for found in list(logging.Logger.manager.loggerDict.values())
-        if isinstance(found, logging.Logger)
-    ]
-    for each in loggers:
-        for handler in list(each.handlers):
-            if not any(isinstance(f, JobLogFilter) for f in handler.filters):
-                handler.addFilter(_FILTER)
+    if not span_context.is_valid:
+        return None
+    return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")
 
 
 __all__ = [
     "RELATIONSHIPS",
-    "JobLogFilter",
-    "add_job_fields",
     "configure",
     "enabled",
     "error_type",
     "expired",
-    "install_log_filter",
     "link_children",
     "processing",
     "resume",
     "scheduled",
     "sending",
+    "span_ids",
     "step",
     "step_replayed",
 ]

@@ -3,7 +3,9 @@
 Workers (``django_jobs.models.Worker``): a worker ``register``s its row as it starts (an upsert
 by name, so a restarted worker of the same ``--name`` takes its row over), ``beat``s it from the
 keeper thread at the heartbeat cadence (one UPDATE: ``heartbeat_at``, ``jobs_running``,
-``jobs_done``) and ``mark``s it ``stopping`` then ``stopped`` as it shuts down. Nothing is
+``jobs_done``, ``processes_detail``) and ``mark``s it ``stopping`` then ``stopped`` as it shuts
+down. ``processes_detail`` lists the processes that run its jobs (``process_entry``): a
+supervisor's worker processes, or the worker's own process with ``--processes 0``. Nothing is
 written per job. ``lost`` is derived on read, never stored: a ``running`` or ``stopping`` row
 whose heartbeat is older than the lease (``JOBS["LEASE"]``) reads as ``lost`` (its process
 died without saying so, or its machine did). ``prune_stopped`` deletes the rows that stopped,
@@ -46,6 +48,7 @@ __all__ = [
     "name_problem",
     "pause",
     "paused_queues",
+    "process_entry",
     "prune_stopped",
     "queue_rows",
     "register",
@@ -66,9 +69,10 @@ def default_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-#: What a job's ``worker_id`` adds to the worker's name: ``:ENGINE:`` and eight hex digits
-#: (``engine.worker.make_worker_id``).
-_TOKEN_LENGTH = 8
+#: What a job's ``worker_id`` adds to the worker's name: ``:ENGINE:`` and its token, eight hex
+#: digits, a dot and the process id (at most seven digits: Linux's ``pid_max`` is at most
+#: 2**22), see ``engine.worker.make_worker_id``.
+_TOKEN_LENGTH = 16
 
 
 def name_limit(engine: str) -> int:
@@ -104,6 +108,34 @@ def _alias(using: str | None) -> str:
     return using or jobs_settings.DATABASE
 
 
+def process_entry(
+    *,
+    slot: int,
+    pid: int,
+    generation: int,
+    started_at: datetime,
+    rss_bytes: int,
+    jobs_done: int,
+    restarts: int,
+    jobs: Iterable[int],
+) -> dict[str, Any]:
+    """One process of a worker as its row's ``processes_detail`` lists it: its slot (0 to
+    ``processes - 1``), pid, generation (one more at each SIGHUP or ``--reload``), start,
+    resident memory in bytes (0 until it reports it), jobs done, the restarts of its slot so
+    far (a process that died and was started again), and the ids of the jobs it runs now
+    (the first ``RUNNING_LISTED``)."""
+    return {
+        "slot": slot,
+        "pid": pid,
+        "generation": generation,
+        "started_at": started_at.isoformat(),
+        "rss_bytes": rss_bytes,
+        "jobs_done": jobs_done,
+        "restarts": restarts,
+        "jobs": sorted(jobs)[:RUNNING_LISTED],
+    }
+
+
 # -- workers ------------------------------------------------------------------------------------
 
 
@@ -116,6 +148,7 @@ def register(
     concurrency: int = 1,
     pid: int | None = None,
     hostname: str | None = None,
+    processes_detail: list[dict[str, Any]] | None = None,
     using: str | None = None,
 ) -> None:
     """Write (or take over) the row of the worker ``name``, ``running`` from now."""
@@ -135,6 +168,7 @@ def register(
             "jobs_running": 0,
             "jobs_done": 0,
             "version": __version__,
+            "processes_detail": processes_detail or [],
         },
     )
 
@@ -145,10 +179,12 @@ def beat(
     jobs_running: int,
     jobs_done: int,
     state: str | None = None,
+    processes_detail: list[dict[str, Any]] | None = None,
     using: str | None = None,
 ) -> int:
-    """The heartbeat of the worker ``name``: one UPDATE of its row. Returns the rows written
-    (0 when the row is gone, e.g. pruned while the worker was cut off: call ``register``)."""
+    """The heartbeat of the worker ``name``: one UPDATE of its row (with its processes, when
+    given). Returns the rows written (0 when the row is gone, e.g. pruned while the worker was
+    cut off: call ``register``)."""
     values: dict[str, Any] = {
         "heartbeat_at": clock.now(),
         "jobs_running": jobs_running,
@@ -156,6 +192,8 @@ def beat(
     }
     if state is not None:
         values["state"] = state
+    if processes_detail is not None:
+        values["processes_detail"] = processes_detail
     return Worker.objects.using(_alias(using)).filter(name=name).update(**values)
 
 
@@ -167,12 +205,15 @@ def mark(
     jobs_done: int | None = None,
     using: str | None = None,
 ) -> int:
-    """Set the worker's state (``stopping`` as it starts to shut down, ``stopped`` once done)."""
+    """Set the worker's state (``stopping`` as it starts to shut down, ``stopped`` once done:
+    then it lists no process)."""
     if state not in WorkerState.values:
         raise ValueError(
             f"state={state!r}: a worker row is one of {', '.join(WorkerState.values)}."
         )
     values: dict[str, Any] = {"state": state, "heartbeat_at": clock.now()}
+    if state == WorkerState.STOPPED:
+        values["processes_detail"] = []
     if jobs_running is not None:
         values["jobs_running"] = jobs_running
     if jobs_done is not None:
@@ -233,6 +274,7 @@ def worker_rows(now: datetime | None = None, *, using: str | None = None) -> lis
             "jobs_done": row.jobs_done,
             "running_jobs": running.get(row.name, []) if row.state != WorkerState.STOPPED else [],
             "version": row.version,
+            "processes_detail": row.processes_detail if row.state != WorkerState.STOPPED else [],
         }
         for row in rows
     ]

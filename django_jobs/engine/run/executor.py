@@ -22,8 +22,9 @@ from ...exceptions import Cancelled, InvalidPayload, JobTimeout, UnknownKind
 from ...kinds.registry import get
 from ...states import JobState
 from ...store import Outcome
+from ..observe.records import install_log_fields
 from ..observe.running import CURRENT
-from ..observe.tracing import install_log_filter, processing
+from ..observe.tracing import processing
 from .calling import Caller
 from .context import JobContext, LiveState
 from .outcome import ERROR_CAP, Outcomes, cap_error, describe_exception
@@ -86,8 +87,7 @@ class Executor:
         self.caller = Caller(
             inline=inline, stopped_hard=self._stopped_hard if hard_stop is not None else None
         )
-        if not inline:
-            install_log_filter()  # a worker's log records carry the running job's fields
+        install_log_fields()  # the log records made while a job runs carry its fields
 
     def run(
         self, job: Job, live: LiveState | None = None, started: datetime | None = None

@@ -30,23 +30,27 @@ _OUTCOME: dict[str, str] = {JobState.QUEUED: "retrying"}
 
 def log_job_started(job: Job, worker_id: str) -> None:
     """One DEBUG line on ``django_jobs.worker`` as an attempt starts (``runjobs -v 2``):
-    ``job.started job=ID kind=K attempt=N``, with the same fields as the record's extras (for
-    a JSON formatter).
+    ``job.started job=ID kind=K attempt=N queue=Q``, with the same fields as the record's
+    extras (for a JSON formatter), and ``job_id`` as every record made while a job runs has
+    it (``engine.observe.records``).
 
     On the hot path: callers test ``logger.isEnabledFor(logging.DEBUG)`` first, and call this
     only then, so a worker that does not log at DEBUG builds nothing per job.
     """
-    kind = printable(job.kind)
+    kind, queue = printable(job.kind), printable(job.queue)
     logger.debug(
-        "job.started job=%s kind=%s attempt=%s",
+        "job.started job=%s kind=%s attempt=%s queue=%s",
         job.pk,
         kind,
         job.attempts,
+        queue,
         extra={
             "event": "job.started",
             "job": job.pk,
+            "job_id": job.pk,
             "kind": kind,
             "attempt": job.attempts,
+            "queue": queue,
             "worker": worker_id,
         },
     )
@@ -54,26 +58,29 @@ def log_job_started(job: Job, worker_id: str) -> None:
 
 def log_job_ended(job: Job, outcome: Outcome, seconds: float, worker_id: str) -> None:
     """One INFO line on ``django_jobs.worker`` as an attempt ends: ``job.ended job=ID kind=K
-    attempt=N outcome=O duration_s=S``. ``outcome`` is the state the attempt left the job in
+    attempt=N queue=Q outcome=O duration_s=S``. ``outcome`` is the state the attempt left the job in
     (``succeeded``, ``failed``, ``waiting``, ``blocked``, ``unknown``, ``cancelled``), or
     ``retrying`` when it failed and another attempt is due. Called, like
     ``log_job_started``, only when the logger is enabled for INFO.
     """
-    kind = printable(job.kind)
+    kind, queue = printable(job.kind), printable(job.queue)
     outcome_name = _OUTCOME.get(outcome.state, outcome.state)
     duration = round(seconds, 6)
     logger.info(
-        "job.ended job=%s kind=%s attempt=%s outcome=%s duration_s=%s",
+        "job.ended job=%s kind=%s attempt=%s queue=%s outcome=%s duration_s=%s",
         job.pk,
         kind,
         job.attempts,
+        queue,
         outcome_name,
         duration,
         extra={
             "event": "job.ended",
             "job": job.pk,
+            "job_id": job.pk,
             "kind": kind,
             "attempt": job.attempts,
+            "queue": queue,
             "outcome": outcome_name,
             "duration_s": duration,
             "worker": worker_id,

@@ -10,7 +10,8 @@ write under ``PIPE_BUF`` bytes is atomic, so the child's threads share it withou
   unwound from the limit's ``JobTimeout``);
 - ``R <job_id> ...``: the outcomes of these started jobs are recorded (they are no longer the
   child's);
-- ``B <running> <done>``: a heartbeat, with the jobs running and done, at the lease's cadence;
+- ``B <running> <done> <rss>``: a heartbeat, with the jobs running and done and the resident
+  memory in bytes, at the lease's cadence (the worker's row lists each process with them);
 - ``Q``: the child is about to finish (``--max-jobs-per-child`` has no more than a thread's
   worth of jobs left to claim, or its memory is over ``--max-memory-per-child``) and exits once
   its jobs end: the parent starts its replacement now, so the new child is ready by then
@@ -96,8 +97,8 @@ class ParentChannel:
         for at in range(0, len(job_ids), RECORDED_PER_LINE):
             self._send("R " + " ".join(map(str, job_ids[at : at + RECORDED_PER_LINE])))
 
-    def beat(self, running: int, done: int) -> None:
-        self._send(f"B {running} {done}")
+    def beat(self, running: int, done: int, rss: int | None = None) -> None:
+        self._send(f"B {running} {done}" if rss is None else f"B {running} {done} {rss}")
 
     def retiring(self) -> None:
         self._send("Q")

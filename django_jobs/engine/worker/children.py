@@ -16,7 +16,11 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
+from ... import clock
+from ..rows.fleet import process_entry
 from .forking import ForkedProcess
 
 logger = logging.getLogger("django_jobs.worker")
@@ -54,10 +58,27 @@ class Child:
     claiming: bool = True  # until its ``D``: it may still claim
     jobs_running: int = 0
     jobs_done: int = 0
+    #: Its resident memory in bytes, as its last heartbeat (``B``) said; 0 before the first.
+    rss_bytes: int = 0
+    started_at: datetime = field(default_factory=clock.now)
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def detail(self, restarts: int) -> dict[str, Any]:
+        """This process as its worker's row lists it (``processes_detail``); ``restarts``: of
+        its slot so far."""
+        return process_entry(
+            slot=self.index,
+            pid=self.pid,
+            generation=self.generation,
+            started_at=self.started_at,
+            rss_bytes=self.rss_bytes,
+            jobs_done=max(self.jobs_done, self.recorded),
+            restarts=restarts,
+            jobs=self.begun,
+        )
 
     def signal(self, signum: int) -> None:
         try:
@@ -108,8 +129,10 @@ class Child:
                     self.begun[job_id] -= 1
                 else:
                     self.begun.pop(job_id, None)
-        elif verb == "B" and len(args) == 2:
+        elif verb == "B" and len(args) in (2, 3):
             self.jobs_running, self.jobs_done = int(args[0]), int(args[1])
+            if len(args) == 3:
+                self.rss_bytes = int(args[2])
         elif verb == "Q" and not self.retiring:
             # It claims no more and exits after its jobs: its replacement starts now
             # (``manage_children``), and its exit is no failure.

@@ -8,6 +8,7 @@ written again at a later beat, and it never stops the supervisor or its shutdown
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
@@ -49,12 +50,26 @@ class FleetRow:
         except DatabaseError:
             logger.exception("Could not write worker %s's row; trying at the next beat.", self.name)
 
-    def beat(self, running: int, done: int, *, stopping: bool) -> None:
-        """The counts of the jobs running and done; the row written again if it is gone (and
-        the supervisor is not stopping)."""
+    def beat(
+        self,
+        running: int,
+        done: int,
+        *,
+        stopping: bool,
+        processes: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """The counts of the jobs running and done, and the worker processes
+        (``processes_detail``); the row written again if it is gone (and the supervisor is not
+        stopping)."""
         try:
             close_old_connections()
-            written = fleet.beat(self.name, jobs_running=running, jobs_done=done, using=self.alias)
+            written = fleet.beat(
+                self.name,
+                jobs_running=running,
+                jobs_done=done,
+                processes_detail=processes,
+                using=self.alias,
+            )
         except DatabaseError as exc:
             logger.error("Could not beat worker %s's row (%s).", self.name, exc)
             connections[self.alias].close()

@@ -9,9 +9,12 @@ written at start, updated on each beat (written again if it was pruned) and mark
 from __future__ import annotations
 
 import logging
+import os
+from typing import Any
 
 from ... import clock
 from ..rows import fleet
+from .child import resident_memory
 from .ledger import Ledger
 from .listening import Listener
 from .retrying import DatabaseRetry
@@ -37,7 +40,7 @@ class Heartbeat:
         if ledger.fleet_row:
             self.beat_row()
         if ledger.parent is not None:
-            ledger.parent.beat(ledger.jobs_running(), ledger.processed)
+            ledger.parent.beat(ledger.jobs_running(), ledger.processed, resident_memory())
             if ledger.parent.orphaned and not ledger.stopping.is_set():
                 logger.warning("Worker %s: its supervisor is gone; finishing.", ledger.worker_id)
                 ledger.stop()
@@ -52,9 +55,27 @@ class Heartbeat:
                 engine=ledger.engine,
                 queues=ledger.queues,
                 concurrency=ledger.concurrency,
+                processes_detail=self.processes_detail(),
                 using=ledger.alias,
             )
         )
+
+    def processes_detail(self) -> list[dict[str, Any]]:
+        """A worker that runs its jobs itself (``--processes 0``): its own process, the one
+        entry of its row's ``processes_detail``."""
+        ledger = self.ledger
+        return [
+            fleet.process_entry(
+                slot=0,
+                pid=os.getpid(),
+                generation=0,
+                started_at=ledger.started_at,
+                rss_bytes=resident_memory(),
+                jobs_done=ledger.processed,
+                restarts=0,
+                jobs=[job.pk for job in list(ledger.held) if job is not None],
+            )
+        ]
 
     def beat_row(self) -> None:
         """The worker's row: one UPDATE per heartbeat (written again if it was pruned)."""
@@ -64,6 +85,7 @@ class Heartbeat:
                 ledger.name,
                 jobs_running=ledger.jobs_running(),
                 jobs_done=ledger.processed,
+                processes_detail=self.processes_detail(),
                 using=ledger.alias,
             )
         )

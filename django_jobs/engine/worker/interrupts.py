@@ -10,7 +10,10 @@ the pipe and act, outside any lock of the main thread. (The supervisor's handler
 to a deque, which takes no lock, and its loop reads the same kind of pipe.)
 
 SIGUSR1 prints every thread's stack to stderr, as Celery's worker does: what an operator
-reaches for when a worker seems stuck (``kill -USR1 PID``). It is printed by that same thread
+reaches for when a worker seems stuck (``kill -USR1 PID``). Each process's block is headed
+with its pid and its worker's name (the supervisor passes the signal on to its worker
+processes, each of which prints its own block), and each executor thread's heading names the
+job it runs now (id, kind, attempt). It is printed by that same thread
 (or the supervisor's loop) from ``sys._current_frames()``, holding the GIL, and never by
 faulthandler's C handler: that one reads the other threads' frames while they run, and a
 thread that is busy in Python can free a frame under it (a segmentation fault, the worker
@@ -29,8 +32,14 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ...printable import printable
+
+if TYPE_CHECKING:
+    from ...models import Job
 
 
 def watch_signals(act: Callable[[int], None], signums: Iterable[int]) -> None:
@@ -89,16 +98,23 @@ def release_start_signals() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, START_SIGNALS)
 
 
-def print_stacks() -> None:
-    """Every thread's stack on stderr, most recent call first, in faulthandler's format with
-    each thread's name: ``Thread 0x... (name) (most recent call first):``, then a ``File`` line
-    for each frame. In one write."""
+def print_stacks(process: str = "", jobs: Mapping[int, Job] | None = None) -> None:
+    """Every thread's stack on stderr, in one write, under a heading for this process:
+    ``Process PID (PROCESS):`` (``process``: whose it is, e.g. ``worker web-1``). Then, most
+    recent call first, in faulthandler's format with each thread's name and, for a thread of
+    ``jobs`` (thread ident -> the job it runs now), that job: ``Thread 0x... (name) job 42
+    (shop.invoice, attempt 1) (most recent call first):``, and a ``File`` line per frame."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     current = threading.get_ident()
-    lines: list[str] = []
+    jobs = jobs or {}
+    lines = [f"Process {os.getpid()}" + (f" ({printable(process)})" if process else "") + ":"]
     for ident, frame in sys._current_frames().items():
         which = "Current thread" if ident == current else "Thread"
-        lines.append(f"{which} 0x{ident:016x} ({names.get(ident, '?')}) (most recent call first):")
+        job = jobs.get(ident)
+        running = f" job {job.pk} ({printable(job.kind)}, attempt {job.attempts})" if job else ""
+        lines.append(
+            f"{which} 0x{ident:016x} ({names.get(ident, '?')}){running} (most recent call first):"
+        )
         frames = traceback.walk_stack(frame)  # from the most recent call back
         lines.extend(
             f'  File "{entry.filename}", line {entry.lineno} in {entry.name}'

@@ -12,9 +12,10 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, cast, overload
 
+from ... import clock
 from ...models import Job
 from ...store import Outcome, Store
 from ..run.context import LiveState
@@ -54,6 +55,9 @@ class Ledger:
     max_jobs: int | None
     max_memory: int | None
 
+    #: When this worker started (its process's ``started_at`` in the row's
+    #: ``processes_detail``).
+    started_at: datetime = field(default_factory=clock.now)
     stopping: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     # SimpleQueue: a put or get in C, no Python-level Condition per job.

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import time
+from typing import Any
 
 from .child import RECYCLE_EXIT
 from .children import MAX_BACKOFF, STARTUP_TIMEOUT, Child
@@ -46,7 +47,11 @@ class Slots(TemplateKeeper):
     failures: list[int]  # deaths at start in a row, per slot
     start_after: list[float]  # monotonic time a slot may start a child again
     signal_deaths: list[int]  # deaths at start by a signal in a row, per slot
+    restarts: list[int]  # children that died and were started again, per slot, ever
     jobs_done_before: int  # jobs done by children that exited
+    #: A child became ready or exited since the row's last beat: the row is written again
+    #: at the next turn, not a third of the lease later.
+    processes_changed: bool
 
     def manage_children(self) -> None:
         """Start a child in each slot of the current generation that has none."""
@@ -119,11 +124,20 @@ class Slots(TemplateKeeper):
             ):
                 child.open_gate()
 
+    def processes_detail(self) -> list[dict[str, Any]]:
+        """The worker's processes for its row (``processes_detail``), by slot, the older
+        generation first."""
+        return [
+            child.detail(self.restarts[child.index])
+            for child in sorted(self.children, key=lambda c: (c.index, c.generation))
+        ]
+
     def read_pipes(self) -> None:
         for child in self.children:
             for words in child.read():
                 if child.hear(words):
                     self._retire_old(child)
+                    self.processes_changed = True
 
     def _retire_old(self, ready: Child) -> None:
         """The new child of a slot is ready: the older ones of that slot stop."""
@@ -149,6 +163,7 @@ class Slots(TemplateKeeper):
             os.close(child.pipe)
             child.open_gate()
             self.jobs_done_before += max(child.jobs_done, child.recorded)
+            self.processes_changed = True
             self._exited(child, code)
         if self.subreaper:
             self.reap_strays()
@@ -171,6 +186,8 @@ class Slots(TemplateKeeper):
         if child.retiring or self.stopping or child.generation != self.generation:
             return
         index = child.index
+        if code != RECYCLE_EXIT and not (code == 0 and self.burst):
+            self.restarts[index] += 1  # it died (or was ended for a time limit): restarted
         if code == RECYCLE_EXIT or child.overdue:
             self.failures[index] = self.signal_deaths[index] = 0
             return  # replaced at once by manage_children

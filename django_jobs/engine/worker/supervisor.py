@@ -117,6 +117,8 @@ class Supervisor(Slots):
         self.failures = [0] * processes
         self.start_after = [0.0] * processes
         self.signal_deaths = [0] * processes
+        self.restarts = [0] * processes
+        self.processes_changed = False
         self.jobs_done_before = 0
         # The templates (``TemplateKeeper``):
         self.templates = []
@@ -196,7 +198,8 @@ class Supervisor(Slots):
             self.reap_children()
             self.murder_overdue()
             now = time.monotonic()
-            if now >= next_beat:
+            if now >= next_beat or self.processes_changed:
+                self.processes_changed = False
                 self._beat_row()
                 next_beat = now + beat_every
             if self.reload and now >= next_look:
@@ -261,7 +264,7 @@ class Supervisor(Slots):
     def dump_stacks(self) -> None:
         """SIGUSR1: this process's stacks, then the signal passed on to each worker process,
         which prints its own."""
-        print_stacks()
+        print_stacks(f"supervisor of worker {self.name}")
         for child in self.children:
             child.signal(signal.SIGUSR1)  # each prints its threads' stacks
 
@@ -312,7 +315,7 @@ class Supervisor(Slots):
 
     def _beat_row(self) -> None:
         running, done = self._counts()
-        self.row.beat(running, done, stopping=self.stopping)
+        self.row.beat(running, done, stopping=self.stopping, processes=self.processes_detail())
 
     def _mark(self, state: str) -> None:
         running, done = self._counts()

@@ -62,9 +62,12 @@ logger = logging.getLogger("django_jobs.worker")
 
 def make_worker_id(engine: str, name: str | None = None) -> str:
     """``NAME:ENGINE:TOKEN``, the ``worker_id`` of the jobs it holds: ``name`` (``--name``,
-    default ``host:pid``), the engine, and eight hex digits unique to this run. The job JSON's
-    ``worker`` is the id without its last two parts (``models.worker_name``)."""
-    return f"{name or f'{socket.gethostname()}:{os.getpid()}'}:{engine}:{uuid.uuid4().hex[:8]}"
+    default ``host:pid``), the engine, and ``HEX.PID``: eight hex digits unique to this run and
+    the id of this process (the one that runs the jobs: a worker process under a supervisor).
+    The job JSON's ``worker`` is the id without its last two parts (``models.worker_name``),
+    its ``worker_pid`` the ``PID`` (``models.worker_pid``)."""
+    name = name or f"{socket.gethostname()}:{os.getpid()}"
+    return f"{name}:{engine}:{uuid.uuid4().hex[:8]}.{os.getpid()}"
 
 
 class Worker:
@@ -182,7 +185,7 @@ class Worker:
         at once. Under a supervisor, SIGTERMs after the first change nothing (the parent kills
         with SIGKILL when it means now)."""
         if signum in STACK_SIGNALS:
-            print_stacks()
+            print_stacks(f"worker {self.ledger.name}", self.jobs_by_thread())
             return
         if self.ledger.parent is None and self.ledger.stopping.is_set():
             logger.warning("Second signal: exiting now; unfinished jobs return after the lease.")
@@ -190,6 +193,16 @@ class Worker:
         if self.ledger.parent is None:
             logger.info("Signal %s: finishing in-flight jobs, claiming no more.", signum)
         self.stop()
+
+    def jobs_by_thread(self) -> dict[int, Job]:
+        """The job each executor thread runs now, by the thread's ident (a stack dump's
+        headings)."""
+        ledger = self.ledger
+        return {
+            thread.ident: job
+            for thread, job in zip(list(ledger.threads), list(ledger.held), strict=False)
+            if job is not None and thread.ident is not None
+        }
 
     def stop(self) -> None:
         self.ledger.stop()

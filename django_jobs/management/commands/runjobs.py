@@ -12,9 +12,11 @@ on ``django_jobs.worker``, at INFO: kind, id, outcome, duration, attempt) and wh
 other ``django_jobs`` loggers' INFO lines; ``-v 0`` writes none of them. The verbosity sets
 the ``django_jobs.worker`` logger's level in this process over the project's ``LOGGING``, as a
 command-line flag does. When the project's ``LOGGING`` gives ``django_jobs`` no handler,
-runjobs writes the lines to stderr itself; ``--log-format json`` makes them one JSON object
-each (``observability.logs.JsonFormatter``), in place of the project's handlers for
-``django_jobs`` when it has some.
+runjobs writes the lines to stderr itself (``observability.logs.TextFormatter``: a line written
+while a job runs names its ``job_id``, ``kind``, ``attempt`` and ``queue``, which every record
+made then carries, ``engine.observe.records``); ``--log-format json`` makes them one JSON object
+each (``observability.logs.JsonFormatter``, the job's fields among its keys), in place of the
+project's handlers for ``django_jobs`` when it has some.
 """
 
 from __future__ import annotations
@@ -39,12 +41,10 @@ from ...engine.worker.child import ParentChannel
 from ...engine.worker.supervisor import Supervisor
 from ...engine.worker.template import serve as serve_as_template
 from ...engine.worker.worker import Worker
-from ...observability.logs import JsonFormatter
+from ...observability.logs import JsonFormatter, TextFormatter
 from ...store import get_store
 from ..parsing import ExactOptions
 from ..readiness import missing_migrations, pool_too_small
-
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class Command(ExactOptions, BaseCommand):
@@ -324,4 +324,7 @@ def configure_logging(verbosity: int, log_format: str) -> None:
         if jobs_logger.level == logging.NOTSET:
             jobs_logger.setLevel(logging.WARNING)
     elif not jobs_logger.handlers:
-        logging.basicConfig(level=logging.WARNING, format=TEXT_FORMAT)
+        # The root logger's handler, unless the project configured one (then it formats).
+        handler = logging.StreamHandler()
+        handler.setFormatter(TextFormatter())
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
