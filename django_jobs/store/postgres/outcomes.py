@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..base.columns import TABLE
+from ..base.history import entry_text
 from ..base.outcomes import OutcomesMixin
 from ..base.requests import Outcome
+from .history import PostgresHistory
 
 
-class PostgresOutcomes(OutcomesMixin):
+class PostgresOutcomes(PostgresHistory, OutcomesMixin):
     """Successes and parents' decrements as arrays in binary, one prepared statement each."""
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[tuple[int, int | None]]:
@@ -26,9 +28,11 @@ class PostgresOutcomes(OutcomesMixin):
                 "first_started_at = COALESCE(j.first_started_at, u.started_at), "
                 "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
                 "log = COALESCE(u.log::jsonb, j.log), leased_until = NULL, "
-                "cancel_requested = false "
+                "cancel_requested = false, "
+                f"attempt_history = {self.history_append_sql('j.attempt_history', 'u.entry')} "
                 "FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::timestamptz[], "
-                "%b::text[], %b::text[]) AS u(id, result, started_at, ended_at, progress, log) "
+                "%b::text[], %b::text[], %b::text[]) "
+                "AS u(id, result, started_at, ended_at, progress, log, entry) "
                 "WHERE j.id = u.id AND j.worker_id = %s AND j.state || '' = 'running' "
                 "RETURNING j.id, j.parent_id",
                 [
@@ -38,6 +42,7 @@ class PostgresOutcomes(OutcomesMixin):
                     [o.ended_at for o in outcomes],
                     [self.js(o.progress) for o in outcomes],
                     [self.js(o.log) for o in outcomes],
+                    [entry_text(o) for o in outcomes],
                     outcomes[0].worker_id,
                 ],
             )
