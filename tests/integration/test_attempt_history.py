@@ -186,3 +186,37 @@ def test_a_started_job_handed_back_is_requeued_and_an_unstarted_one_has_no_entry
     assert (entry["attempt"], entry["outcome"], entry["pid"]) == (1, "requeued", 555)
     assert entry["worker"] == "host-b:1" and entry["error"] == reason
     assert unstarted.attempt_history == []
+
+
+# -- a real worker process killed while it runs the job -------------------------------------
+
+
+@pytest.mark.process
+@pytest.mark.engine
+def test_a_killed_child_leaves_a_lost_entry_with_its_pid_then_the_success(spawn, tmp_path):
+    from testproject.jobs import slow
+    from testproject.models import Execution
+    from tests.integration.test_supervisor_processes import refreshed, started_pids
+    from tests.integration.test_worker_processes import wait_for
+
+    marker = tmp_path / "go"
+    job = slow.enqueue({"until": str(marker)})
+    worker = spawn(
+        "runjobs", "--processes", "1", "--concurrency", "1", "--no-scheduler", "--name", "hist-w"
+    )
+    wait_for(lambda: job.pk in started_pids("slow-start"), "the job started", worker)
+    victim = started_pids("slow-start")[job.pk]
+    assert victim != worker.popen.pid  # the child runs it, not the supervisor
+    os.kill(victim, 9)
+    marker.touch()
+    wait_for(lambda: refreshed(job).state == "succeeded", "the retried job", worker, timeout=30)
+    lost, succeeded = job_json(job)["attempt_history"]
+    assert (lost["attempt"], lost["outcome"], lost["pid"]) == (1, "lost", victim)
+    assert lost["error"] == (
+        f"WORKER_LOST: worker process {victim} died (signal 9) while running this job"
+    )
+    assert lost["worker"] == "hist-w" and lost["ended_at"] >= lost["started_at"]
+    ran = Execution.objects.get(job_id=job.pk, label="slow-end").pid
+    assert (succeeded["attempt"], succeeded["outcome"], succeeded["pid"]) == (2, "succeeded", ran)
+    assert ran != victim and succeeded["worker"] == "hist-w"
+    assert succeeded["started_at"] >= lost["ended_at"]
