@@ -220,3 +220,43 @@ def test_a_killed_child_leaves_a_lost_entry_with_its_pid_then_the_success(spawn,
     assert (succeeded["attempt"], succeeded["outcome"], succeeded["pid"]) == (2, "succeeded", ran)
     assert ran != victim and succeeded["worker"] == "hist-w"
     assert succeeded["started_at"] >= lost["ended_at"]
+
+
+@pytest.mark.django_db
+def test_each_way_a_run_ends_names_its_outcome():
+    from django_jobs import JobTimeout, cancel
+    from django_jobs.engine.run.executor import Executor
+    from django_jobs.exceptions import WorkerLost
+    from testproject.jobs import keeps_requeueing
+
+    # A run that suspends ends; its attempt goes on (the next run has the same number).
+    waiting = keeps_requeueing.enqueue({"w": 1})
+    run_until_idle()
+    waiting.refresh_from_db()
+    [entry] = job_json(waiting)["attempt_history"]
+    assert (entry["attempt"], entry["outcome"], entry["error"]) == (1, "waiting", None)
+
+    # Stopped at its time limit, its process lost, cancelled: each says so.
+    store = get_store()
+    ended = {}
+    for name, end in (
+        ("timed_out", lambda e, job: e.crashed(job, JobTimeout("stopped at its time limit"))),
+        ("lost", lambda e, job: e.crashed(job, WorkerLost("worker process 7 died"))),
+        ("cancelled", lambda e, job: e.run(Job.objects.get(pk=job.pk))),
+    ):
+        Job.objects.all().delete()  # the claim below takes this one job
+        job = running()
+        if name == "cancelled":
+            cancel(job.pk)
+        assert store.record([end(Executor("w"), job)]) == [job.pk]
+        job.refresh_from_db()
+        [ended[name]] = job_json(job)["attempt_history"]
+    assert {name: entry["outcome"] for name, entry in ended.items()} == {
+        "timed_out": "timed_out",
+        "lost": "lost",
+        "cancelled": "cancelled",
+    }
+    assert ended["timed_out"]["error"] == "JOB_TIMEOUT: stopped at its time limit"
+    assert ended["lost"]["error"] == "WORKER_LOST: worker process 7 died"
+    assert ended["cancelled"]["error"].startswith("CANCELLED: ")
+    assert all(entry["pid"] == os.getpid() for entry in ended.values())
