@@ -22,8 +22,7 @@ from ..durations import format_duration, parse_duration
 from ..engine.rows.admission import MAX_RUN_AHEAD, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..serialize import JobField, JsonType
-from ..states import JobState, StepState
-from ..store.base.history import OUTCOMES as ATTEMPT_OUTCOMES
+from ..states import AttemptOutcome, JobState, StepState
 
 # --- the job JSON's fields ---------------------------------------------------------------------
 
@@ -80,7 +79,7 @@ class AttemptSerializer(serializers.Serializer):
         help_text="Operators only: the process that ran it; null when not known.",
     )
     outcome = serializers.ChoiceField(
-        choices=list(ATTEMPT_OUTCOMES),
+        choices=list(AttemptOutcome.values),
         read_only=True,
         help_text="How the run ended.",
     )

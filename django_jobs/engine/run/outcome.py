@@ -33,7 +33,7 @@ from ...exceptions import (
 )
 from ...printable import printable
 from ...serialize import TRACEBACK_MARKER
-from ...states import JobState
+from ...states import AttemptOutcome, JobState
 from ...store import Outcome
 from ...validation import storable_json as ensure_json
 from ...validation import storable_text
@@ -211,9 +211,9 @@ class Outcomes:
         (``lost``, ``timed_out``), whatever comes next."""
         outcome = self._of_exception(job, handle, started, exc, live)
         if isinstance(exc, WorkerLost):
-            outcome.label = "lost"
+            outcome.label = AttemptOutcome.LOST
         elif isinstance(exc, JobTimeout) and outcome.state in (JobState.QUEUED, JobState.FAILED):
-            outcome.label = "timed_out"
+            outcome.label = AttemptOutcome.TIMED_OUT
         return outcome
 
     def _of_exception(

@@ -3,8 +3,8 @@ appended by the statement that records how it ended, the newest ``HISTORY_KEPT``
 
 An entry is ``{attempt, started_at, ended_at, worker, pid, outcome, error, traceback}``:
 ``worker`` the worker's name (``models.worker_name``), ``pid`` the process that ran it (None
-when not known), ``outcome`` one of ``OUTCOMES``, ``error`` the first line of the error and
-``traceback`` its whole text (None when it ended without one).
+when not known), ``outcome`` one of ``states.AttemptOutcome``, ``error`` the first line of the
+error and ``traceback`` its whole text (None when it ended without one).
 """
 
 from __future__ import annotations
@@ -14,36 +14,23 @@ from datetime import datetime
 from typing import Any
 
 from ...models import worker_name
+from ...states import AttemptOutcome, JobState
 from .core import StoreCore
 from .requests import Outcome
 
 #: Entries kept per job: the newest.
 HISTORY_KEPT = 50
 
-#: How a run ended, as its entry says (SPEC §18; docs/api.md lists them for people).
-OUTCOMES = (
-    "succeeded",  # the runner returned: the job succeeded
-    "retrying",  # it raised; the job is queued for another attempt
-    "failed",  # it raised, or was refused; the job failed (no retry)
-    "timed_out",  # stopped at its time limit (retried or failed: the job's state says)
-    "lost",  # its worker process died, or its worker's lease ran out (retried or failed)
-    "cancelled",  # cancelled while it ran (or before its runner started)
-    "waiting",  # the run suspended (a wait, a sleep, ctx.requeue): the attempt goes on later
-    "blocked",  # this worker could not run it (unknown kind, another version, a bad payload)
-    "unknown",  # Uncertain: nobody knows whether its effect happened
-    "requeued",  # ended for no fault of its own (a sibling's time limit): attempt not used
-)
-
 #: The outcome of a run that ended in each state, unless the run says otherwise
 #: (``Outcome.label``: a lost process, a time limit).
 _BY_STATE = {
-    "succeeded": "succeeded",
-    "queued": "retrying",
-    "failed": "failed",
-    "cancelled": "cancelled",
-    "waiting": "waiting",
-    "blocked": "blocked",
-    "unknown": "unknown",
+    JobState.SUCCEEDED: AttemptOutcome.SUCCEEDED,
+    JobState.QUEUED: AttemptOutcome.RETRYING,
+    JobState.FAILED: AttemptOutcome.FAILED,
+    JobState.CANCELLED: AttemptOutcome.CANCELLED,
+    JobState.WAITING: AttemptOutcome.WAITING,
+    JobState.BLOCKED: AttemptOutcome.BLOCKED,
+    JobState.UNKNOWN: AttemptOutcome.UNKNOWN,
 }
 
 _TRACEBACK = "\n\nTraceback (most recent call last):"
@@ -68,7 +55,7 @@ def entry(o: Outcome) -> dict[str, Any]:
         "ended_at": _iso(o.ended_at),
         "worker": worker_name(o.worker_id),
         "pid": o.pid,
-        "outcome": o.label or _BY_STATE.get(o.state, o.state),
+        "outcome": str(o.label or _BY_STATE.get(o.state, o.state)),
         "error": first_line(o.error),
         "traceback": o.error,
     }
@@ -102,13 +89,12 @@ class HistoryMixin(StoreCore):
         name = f"rtrim({engine}, replace({engine}, ':', ''))"
         return f"substr({name}, 1, length({name}) - 1)"
 
-    def row_entry_sql(self, *, worker_sql: str, pid_sql: str, outcome: str) -> str:
+    def row_entry_sql(self, *, worker_sql: str, pid_sql: str, outcome: AttemptOutcome) -> str:
         """SQL for the entry of a running row's attempt ended by a statement on many rows (its
         attempt and start from the row); parameters: its end, its error (twice)."""
-        assert outcome in OUTCOMES
         return (
             f"{self.json_object_function}('attempt', attempts, 'started_at', started_at, "
             f"'ended_at', CAST(%s AS text), 'worker', {worker_sql}, 'pid', {pid_sql}, "
-            f"'outcome', '{outcome}', 'error', CAST(%s AS text), "
+            f"'outcome', '{outcome.value}', 'error', CAST(%s AS text), "
             "'traceback', CAST(%s AS text))"
         )

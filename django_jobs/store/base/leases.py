@@ -8,6 +8,7 @@ from typing import Any
 
 from ... import clock
 from ...models import worker_name
+from ...states import AttemptOutcome
 from .columns import TABLE
 from .history import HistoryMixin, first_line
 
@@ -33,7 +34,9 @@ class LeasesMixin(HistoryMixin):
         error_sql, error_params = ("", [])
         if reason is not None:
             entry = self.row_entry_sql(
-                worker_sql="CAST(%s AS text)", pid_sql="CAST(%s AS integer)", outcome="requeued"
+                worker_sql="CAST(%s AS text)",
+                pid_sql="CAST(%s AS integer)",
+                outcome=AttemptOutcome.REQUEUED,
             )
             error_sql = (
                 ", error = %s, attempt_history = "

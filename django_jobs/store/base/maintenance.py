@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from ...models import Job
-from ...states import ENDED_STATES, EXPIRED_ERROR, JobState
+from ...states import ENDED_STATES, EXPIRED_ERROR, AttemptOutcome, JobState
 from .children import ChildrenMixin
 from .columns import COLUMNS, ENDED, PRUNED_TABLE, STEP_TABLE, TABLE
 from .history import HistoryMixin, first_line
@@ -27,7 +27,9 @@ class MaintenanceMixin(HistoryMixin, ChildrenMixin):
         """
         engine_sql, params = ("", []) if engine is None else (" AND engine = %s", [engine])
         entry = self.row_entry_sql(
-            worker_sql=self.worker_name_sql("worker_id"), pid_sql="NULL", outcome="lost"
+            worker_sql=self.worker_name_sql("worker_id"),
+            pid_sql="NULL",
+            outcome=AttemptOutcome.LOST,
         )
         with transaction.atomic(using=self.alias):
             rows = self.fetchall(

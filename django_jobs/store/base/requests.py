@@ -35,7 +35,7 @@ class Outcome:
     then: Callable[[], None] | None = None
     #: The attempt's number (the job's ``attempts`` when it ran), the id of the process that
     #: ran it (None: not known), and how it ended when its state does not say it all ("lost",
-    #: "timed_out"; ``store.base.history.OUTCOMES``): its entry in the job's history.
+    #: "timed_out"; ``states.AttemptOutcome``): its entry in the job's history.
     attempt: int | None = None
     pid: int | None = None
     label: str | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ...models import worker_name
+from ...states import AttemptOutcome
 from ..base.columns import TABLE
 from ..base.outcomes import OutcomesMixin
 from ..base.requests import Outcome
@@ -15,7 +16,8 @@ from .history import PostgresHistory
 #: writes: no JSON text per job to build and send. One batch is one worker process's.
 _ENTRY = (
     "jsonb_build_object('attempt', j.attempts, 'started_at', u.started_at, "
-    "'ended_at', u.ended_at, 'worker', %s::text, 'pid', %s::int, 'outcome', 'succeeded', "
+    "'ended_at', u.ended_at, 'worker', %s::text, 'pid', %s::int, "
+    f"'outcome', '{AttemptOutcome.SUCCEEDED.value}', "
     "'error', NULL, 'traceback', NULL)"
 )
 
