@@ -23,7 +23,7 @@ HISTORY_KEPT = 50
 
 #: The outcome of a run that ended in each state, unless the run says otherwise
 #: (``Outcome.label``: a lost process, a time limit).
-_BY_STATE = {
+_BY_STATE: dict[str, str] = {
     JobState.SUCCEEDED: AttemptOutcome.SUCCEEDED,
     JobState.QUEUED: AttemptOutcome.RETRYING,
     JobState.FAILED: AttemptOutcome.FAILED,
