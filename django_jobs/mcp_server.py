@@ -86,6 +86,8 @@ JOB_TEXT = (
     "idempotency_key",
     "progress.stage",
     "tenant",
+    "attempt_history[*].error",
+    "attempt_history[*].traceback",
 )
 #: ... and in a job's detail (``inspect_job``): its log lines and its steps' names and errors.
 DETAIL_TEXT = (*JOB_TEXT, "log", "steps[*].name", "steps[*].error")

@@ -29,6 +29,7 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.dateparse import parse_datetime
 
 from .conf import jobs_settings
 from .models import Job, worker_name, worker_pid
@@ -166,6 +167,7 @@ class JsonType(enum.Enum):
     OWNER = "the owner's key"  # an integer or a string, as the user model's primary key is
     COUNTS = "counts"  # an object of integers
     OBJECT = "object"  # the field's ``parts``
+    ATTEMPTS = "attempts"  # a list of attempts (``ATTEMPT_KEYS``), oldest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +295,16 @@ JOB_FIELDS: tuple[JobField, ...] = (
 BODY_FIELDS: tuple[JobField, ...] = (
     JobField("payload", "payload", JsonType.ANY, null=True),
     JobField("result", "result", JsonType.ANY, null=True),
+    JobField(
+        "attempt_history",
+        lambda job: attempt_history(job.attempt_history),
+        JsonType.ATTEMPTS,
+        help=(
+            "Each run of the job, oldest first (the newest 50): attempt, started_at, ended_at, "
+            "outcome and error (its first line); for operators also worker, pid and traceback."
+        ),
+        member=lambda entries: [member_attempt(entry) for entry in entries],
+    ),
 )
 
 #: A durable step, as a job's detail lists it.
@@ -304,6 +316,59 @@ STEP_FIELDS: tuple[JobField, ...] = (
     JobField("ended_at", "ended_at", JsonType.INSTANT, null=True),
     JobField("error", "error", null=True),
 )
+
+#: An attempt's keys in the job's ``attempt_history`` (``store.base.history``), in order; a
+#: member sees only ``MEMBER_ATTEMPT_KEYS`` of them (a worker's identity and a server's
+#: traceback are operators' business).
+ATTEMPT_KEYS = (
+    "attempt",
+    "started_at",
+    "ended_at",
+    "worker",
+    "pid",
+    "outcome",
+    "error",
+    "traceback",
+)
+MEMBER_ATTEMPT_KEYS = ("attempt", "started_at", "ended_at", "outcome", "error")
+
+
+def _instant_text(value: Any) -> str | None:
+    """A stored instant as the job JSON writes instants (UTC, ``isoformat``): SQLite keeps
+    some as its own text (a rescue writes the row's ``started_at`` as it is)."""
+    if not isinstance(value, str):
+        return None
+    parsed = parse_datetime(value.replace(" ", "T", 1))
+    if parsed is None:
+        return value
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat()
+
+
+def attempt_history(entries: Any) -> list[dict[str, Any]]:
+    """A job's stored ``attempt_history`` as its JSON shows it: each entry with every key of
+    ``ATTEMPT_KEYS``, in order, its instants as the job's are written."""
+    shown = []
+    for entry in entries or ():
+        if not isinstance(entry, dict):
+            continue
+        item = {key: entry.get(key) for key in ATTEMPT_KEYS}
+        item["started_at"] = _instant_text(item["started_at"])
+        item["ended_at"] = _instant_text(item["ended_at"])
+        shown.append(item)
+    return shown
+
+
+def member_attempt(entry: dict[str, Any]) -> dict[str, Any]:
+    """An attempt as the job's owner sees it: no worker, no process, the error's first line
+    (never a traceback)."""
+    item = {key: entry.get(key) for key in MEMBER_ATTEMPT_KEYS}
+    error = item["error"]
+    if isinstance(error, str):
+        item["error"] = public_error(error).split("\n", 1)[0]  # type: ignore[union-attr]
+    return item
+
 
 _MEMBER_FIELDS = tuple(field for field in JOB_FIELDS if field.member is not None)
 #: The keys of the job JSON that a member's view leaves out.
@@ -324,7 +389,10 @@ def job_json(
         data = member_view(data)
     if payload:
         for field in BODY_FIELDS:
-            data[field.name] = field.value(job)
+            value = field.value(job)
+            if view is View.MEMBER and field.member is not None:
+                value = field.member(value)
+            data[field.name] = value
     if deduped is not None:
         data["deduped"] = deduped
     return data

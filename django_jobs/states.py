@@ -20,6 +20,22 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class AttemptOutcome(models.TextChoices):
+    """How one run of a job ended, as its entry in ``Job.attempt_history`` says (SPEC §18;
+    docs/api.md lists them for people). Some share a state's name: the run ended so."""
+
+    SUCCEEDED = "succeeded"  # the runner returned: the job succeeded
+    RETRYING = "retrying"  # it raised; the job is queued for another attempt
+    FAILED = "failed"  # it raised, or could not end otherwise; the job failed (no retry)
+    TIMED_OUT = "timed_out"  # stopped at its time limit (the job's state says what came next)
+    LOST = "lost"  # its worker process died, or its worker's lease ran out
+    CANCELLED = "cancelled"  # cancelled while it ran, or before its runner started
+    WAITING = "waiting"  # it suspended (a wait, a sleep, ctx.requeue): the attempt goes on
+    BLOCKED = "blocked"  # this worker could not run it (unknown kind, version, payload)
+    UNKNOWN = "unknown"  # Uncertain: nobody knows whether its effect happened
+    REQUEUED = "requeued"  # ended for no fault of its own; queued again, attempt not used
+
+
 class WorkerState(models.TextChoices):
     """What a worker row's ``state`` column holds. ``lost`` (``WORKER_LOST``) is never stored:
     a row whose heartbeat is older than the lease reads as lost

@@ -704,3 +704,12 @@ def steady(ctx):
         time.sleep(0.02)
     _record(ctx, "limits-steady-end")
     return ctx.attempt
+
+
+@job("history.flaky", idempotency_key="payload", retry=Retry(attempts=3, delay=0, jitter=False))
+def fails_once(ctx):
+    """Fails its first attempt, succeeds the next: both show in the job's attempt history."""
+    _record(ctx, "flaky")
+    if ctx.attempt == 1:
+        raise ValueError("the first attempt fails\nsecond line of the message")
+    return "ok"

@@ -1,14 +1,16 @@
 """The job list and the job page: who may look, and what the page shows beside the row (its
-steps trace, children, log tail, and the operator's buttons)."""
+attempts, steps trace, children, log tail, and the operator's buttons)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.dateparse import parse_datetime
 
 from ..conf import jobs_settings
 from ..models import Job, JobStep
+from ..serialize import attempt_history
 from ..states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .display import (
     forbidden_page,
@@ -103,12 +105,23 @@ class JobPageMixin:
                 )
         operator = self.has_operate_permission(request)
         children = self.children_rows(job)
+        attempts = [
+            {
+                **entry,
+                "started": timestamp(parse_datetime(entry["started_at"] or "")),
+                "ended": timestamp(parse_datetime(entry["ended_at"] or "")),
+            }
+            for entry in attempt_history(job.attempt_history)
+        ]
         return {
             "djj_title": f"{job_label(job.kind, job.payload)}#{job.pk} ({job.state})",
             "djj_children": children,
             "djj_children_more": max(job.children_total - len(children), 0),
             "djj_overview_url": self._url("overview"),
             "djj_steps": steps,
+            # Each run, oldest first, as operators see it (whoever may view the page may
+            # read its tracebacks, as its search does).
+            "djj_attempts": attempts,
             "djj_log": [str(line) for line in (job.log or [])],
             "djj_operator": operator,
             "djj_can_retry": operator and job.state in RETRYABLE_STATES,

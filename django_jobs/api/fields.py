@@ -22,7 +22,7 @@ from ..durations import format_duration, parse_duration
 from ..engine.rows.admission import MAX_RUN_AHEAD, run_ahead_message
 from ..exceptions import InvalidDuration, InvalidSchedule
 from ..serialize import JobField, JsonType
-from ..states import JobState, StepState
+from ..states import AttemptOutcome, JobState, StepState
 
 # --- the job JSON's fields ---------------------------------------------------------------------
 
@@ -60,6 +60,44 @@ def _counts_field(**options: Any) -> serializers.Field:
     return serializers.DictField(child=serializers.IntegerField(), **options)
 
 
+class AttemptSerializer(serializers.Serializer):
+    """One run of a job in its ``attempt_history`` (``serialize.ATTEMPT_KEYS``). A member
+    never gets ``worker``, ``pid`` nor ``traceback``."""
+
+    attempt = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The attempt's number (1 for the first)."
+    )
+    started_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    worker = serializers.CharField(
+        read_only=True, allow_null=True, required=False, help_text="Operators only."
+    )
+    pid = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        required=False,
+        help_text="Operators only: the process that ran it; null when not known.",
+    )
+    outcome = serializers.ChoiceField(
+        choices=list(AttemptOutcome.values),
+        read_only=True,
+        help_text="How the run ended.",
+    )
+    error = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The error's first line, or null."
+    )
+    traceback = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        required=False,
+        help_text="Operators only: the whole error, with its traceback.",
+    )
+
+
+def _attempts_field(**options: Any) -> serializers.Field:
+    return serializers.ListField(child=AttemptSerializer(), **options)
+
+
 #: The serializer field that describes each JSON type of ``serialize`` (``OBJECT`` aside).
 _FIELD_OF_TYPE: dict[JsonType, Callable[..., serializers.Field]] = {
     JsonType.INTEGER: serializers.IntegerField,
@@ -72,6 +110,7 @@ _FIELD_OF_TYPE: dict[JsonType, Callable[..., serializers.Field]] = {
     JsonType.STEP_STATE: StepStateField,
     JsonType.OWNER: owner_field,
     JsonType.COUNTS: _counts_field,
+    JsonType.ATTEMPTS: _attempts_field,
 }
 
 

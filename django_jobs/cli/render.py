@@ -127,12 +127,35 @@ def render_job(detail: dict[str, Any], now: datetime) -> str:
         out += ["  " + line for line in step_table.splitlines()]
     else:
         out.append("  (none)")
+    out += ["", *_attempts(detail.get("attempt_history") or [])]
     out += ["", f"Log (last {len(detail['log'])} lines):" if detail["log"] else "Log: (empty)"]
     out += [f"  {printable(line)}" for line in detail["log"]]
     if detail.get("error") and "\n" in detail["error"]:
         lines = detail["error"].rstrip("\n").split("\n")
         out += ["", "Error:", *("  " + printable(line) for line in lines)]
     return "\n".join(out)
+
+
+def _attempts(history: list[dict[str, Any]]) -> list[str]:
+    """The ``inspect`` page's attempts: one line per run, oldest first."""
+    if not history:
+        return ["Attempts: (none yet)"]
+    rows = table(
+        ["#", "STARTED", "ENDED", "OUTCOME", "WORKER", "PID", "ERROR"],
+        [
+            (
+                _dash(a.get("attempt")),
+                _short_time(a.get("started_at")),
+                _short_time(a.get("ended_at")),
+                a.get("outcome"),
+                _dash(a.get("worker")),
+                _dash(a.get("pid")),
+                _first_line(a.get("error"), 60),
+            )
+            for a in history
+        ],
+    )
+    return ["Attempts:", *("  " + line for line in rows.splitlines())]
 
 
 def render_tree(detail: dict[str, Any], tree: list[dict[str, Any]]) -> str:

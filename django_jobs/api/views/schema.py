@@ -22,7 +22,7 @@ from rest_framework.response import Response
 
 from ... import __version__
 from ...engine.schedules.cron import zone_names
-from ...serialize import JOB_FIELDS, OPERATORS_ONLY
+from ...serialize import ATTEMPT_KEYS, JOB_FIELDS, MEMBER_ATTEMPT_KEYS, OPERATORS_ONLY
 from ..errors import NotFoundError, exception_handler
 from ..openapi import extend_schema, schema_language
 
@@ -141,9 +141,16 @@ def operators_only_fields(result: dict[str, Any], **kwargs: Any) -> dict[str, An
     (``serialize.OPERATORS_ONLY``, e.g. ``worker``) are not required, since members never get
     them (drf-spectacular lists every read-only field as required in an answer)."""
     job_keys = {field.name for field in JOB_FIELDS}
+    attempt_only = set(ATTEMPT_KEYS) - set(MEMBER_ATTEMPT_KEYS)
     for schema in result.get("components", {}).get("schemas", {}).values():
-        if "required" in schema and job_keys <= set(schema.get("properties", {})):
+        if "required" not in schema:
+            continue
+        properties = set(schema.get("properties", {}))
+        if job_keys <= properties:
             schema["required"] = [n for n in schema["required"] if n not in OPERATORS_ONLY]
+        elif properties == set(ATTEMPT_KEYS):
+            # An attempt of the history: members get neither worker, pid nor traceback.
+            schema["required"] = [n for n in schema["required"] if n not in attempt_only]
     return result
 
 

@@ -10,6 +10,7 @@ says what happened, the frames of its traceback follow, within ``ERROR_CAP`` cha
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from ...exceptions import (
 )
 from ...printable import printable
 from ...serialize import TRACEBACK_MARKER
-from ...states import JobState
+from ...states import AttemptOutcome, JobState
 from ...store import Outcome
 from ...validation import storable_json as ensure_json
 from ...validation import storable_text
@@ -159,6 +160,8 @@ class Outcomes:
             ended_at=clock.now(),
             progress=taken[0] if taken else None,
             log=taken[1] if taken else None,
+            attempt=job.attempts,
+            pid=os.getpid(),
         )
 
     def refused(self, job: Job, started: datetime, state: str, reason: str) -> Outcome:
@@ -170,6 +173,8 @@ class Outcomes:
             started_at=started,
             ended_at=clock.now(),
             error=cap_error(reason),
+            attempt=job.attempts,
+            pid=os.getpid(),
         )
 
     def cancelled(self, job: Job, started: datetime, live: LiveState, message: str) -> Outcome:
@@ -201,7 +206,19 @@ class Outcomes:
     def of_exception(
         self, job: Job, handle: JobHandle, started: datetime, exc: BaseException, live: LiveState
     ) -> Outcome:
-        """What the runner raised: a wait, a stop, or a failure the kind's retries judge."""
+        """What the runner raised: a wait, a stop, or a failure the kind's retries judge. A
+        lost process's attempt and one stopped at its time limit say so in the job's history
+        (``lost``, ``timed_out``), whatever comes next."""
+        outcome = self._of_exception(job, handle, started, exc, live)
+        if isinstance(exc, WorkerLost):
+            outcome.label = AttemptOutcome.LOST
+        elif isinstance(exc, JobTimeout) and outcome.state in (JobState.QUEUED, JobState.FAILED):
+            outcome.label = AttemptOutcome.TIMED_OUT
+        return outcome
+
+    def _of_exception(
+        self, job: Job, handle: JobHandle, started: datetime, exc: BaseException, live: LiveState
+    ) -> Outcome:
         live.exc = exc
         if isinstance(exc, Suspend):
             outcome = self.base(job, started, JobState.WAITING, live)

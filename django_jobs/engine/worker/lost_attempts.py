@@ -152,7 +152,7 @@ class LostAttempts:
         if innocent:
             reason = f"requeued: its worker process was ended for job {culprit}'s time limit"
             for job in innocent:
-                if store.hand_back(worker_id, [job.pk], reason):
+                if store.hand_back(worker_id, [job.pk], reason, pid=child.pid):
                     back.append(job.pk)
                     job.state, job.error = JobState.QUEUED, reason
                     job.attempts -= 1 if job.wait_reason is None else 0
@@ -171,7 +171,9 @@ class LostAttempts:
             else:
                 exc = WorkerLost(f"worker process {child.pid} died ({how}) while running this job")
             live = LiveState(job)
-            ending.append((job, executor.crashed(job, exc, live), live, exc))
+            outcome = executor.crashed(job, exc, live)
+            outcome.pid = child.pid  # the process that ran it, not this one
+            ending.append((job, outcome, live, exc))
         written = set(store.record([outcome for _, outcome, _, _ in ending]))
         for job, outcome, live, exc in ending:
             if job.pk in written:

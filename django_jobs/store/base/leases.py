@@ -6,21 +6,51 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ... import clock
+from ...models import worker_name
+from ...states import AttemptOutcome
 from .columns import TABLE
-from .core import StoreCore
+from .history import HistoryMixin, first_line
 
 
-class LeasesMixin(StoreCore):
+class LeasesMixin(HistoryMixin):
     """Statements on the running jobs of one worker, fenced by its worker id."""
 
-    def hand_back(self, worker_id: str, job_ids: list[int], reason: str | None = None) -> int:
+    def hand_back(
+        self,
+        worker_id: str,
+        job_ids: list[int],
+        reason: str | None = None,
+        *,
+        pid: int | None = None,
+    ) -> int:
         """Return claimed jobs as they were, attempt not used, at their place (``run_at``
-        kept): unstarted ones, or (with the ``reason`` why, as their ``error``) started ones
-        whose attempt was ended for no fault of theirs."""
+        kept): unstarted ones (no run, no history), or (with the ``reason`` why, as their
+        ``error``) started ones whose attempt was ended for no fault of theirs: their run's
+        entry (``requeued``, run by process ``pid``) goes in their history."""
         if not job_ids:
             return 0
         id_sql, id_params = self.in_list(job_ids)
-        error_sql, error_params = ("", []) if reason is None else (", error = %s", [reason])
+        error_sql, error_params = ("", [])
+        if reason is not None:
+            entry = self.row_entry_sql(
+                worker_sql="CAST(%s AS text)",
+                pid_sql="CAST(%s AS integer)",
+                outcome=AttemptOutcome.REQUEUED,
+            )
+            error_sql = (
+                ", error = %s, attempt_history = "
+                f"{self.history_append_sql('attempt_history', entry)}"
+            )
+            line = first_line(reason)
+            error_params = [
+                reason,
+                clock.now().isoformat(),
+                worker_name(worker_id),
+                pid,
+                line,
+                reason,
+            ]
         return self.execute(
             f"UPDATE {TABLE} SET state = CASE WHEN wait_reason IS NULL THEN 'queued' "
             "ELSE 'waiting' END, attempts = CASE WHEN wait_reason IS NULL THEN attempts - 1 "

@@ -9,31 +9,48 @@ from django.db import transaction
 from django.db.models import Q
 
 from ...models import Job
-from ...states import ENDED_STATES, EXPIRED_ERROR, JobState
+from ...states import ENDED_STATES, EXPIRED_ERROR, AttemptOutcome, JobState
 from .children import ChildrenMixin
 from .columns import COLUMNS, ENDED, PRUNED_TABLE, STEP_TABLE, TABLE
+from .history import HistoryMixin, first_line
 
 
-class MaintenanceMixin(ChildrenMixin):
+class MaintenanceMixin(HistoryMixin, ChildrenMixin):
     """What the maintenance loop and the retention run; an end counts against its parent."""
 
     def rescue(self, *, engine: str | None, now: datetime, error: str) -> list[tuple[int, str]]:
         """Re-ask running jobs whose lease ran out (their worker died).
 
         A job with attempts left goes back to ``queued`` now; one without fails, and, as any
-        end, counts against its parent's pending children in the same transaction.
+        end, counts against its parent's pending children in the same transaction. Each
+        attempt's entry (``lost``, no process id known) goes in its job's history.
         """
         engine_sql, params = ("", []) if engine is None else (" AND engine = %s", [engine])
+        entry = self.row_entry_sql(
+            worker_sql=self.worker_name_sql("worker_id"),
+            pid_sql="NULL",
+            outcome=AttemptOutcome.LOST,
+        )
         with transaction.atomic(using=self.alias):
             rows = self.fetchall(
                 f"UPDATE {TABLE} SET "
                 "state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
                 "ended_at = CASE WHEN attempts >= max_attempts THEN %s ELSE NULL END, "
                 "error = %s, run_at = %s, worker_id = NULL, leased_until = NULL, "
-                "wait_reason = NULL "
+                "wait_reason = NULL, "
+                f"attempt_history = {self.history_append_sql('attempt_history', entry)} "
                 f"WHERE state = 'running' AND leased_until < %s{engine_sql} "
                 "RETURNING id, state, parent_id",
-                [self.dt(now), error, self.dt(now), self.dt(now), *params],
+                [
+                    self.dt(now),
+                    error,
+                    self.dt(now),
+                    now.isoformat(),
+                    first_line(error),
+                    error,
+                    self.dt(now),
+                    *params,
+                ],
             )
             self.children_ended([row[2] for row in rows if row[1] == JobState.FAILED], now)
         return [(row[0], row[1]) for row in rows]

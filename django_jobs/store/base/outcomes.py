@@ -9,6 +9,7 @@ from ... import clock
 from ...states import ENDED_STATES, JobState
 from .children import ChildrenMixin
 from .columns import TABLE
+from .history import HistoryMixin, entry_text
 from .requests import Outcome
 
 #: Outcomes after which the row keeps the id of the worker whose run it was: the job ended,
@@ -18,11 +19,13 @@ KEEPS_WORKER = frozenset(
 )
 
 
-class OutcomesMixin(ChildrenMixin):
+class OutcomesMixin(HistoryMixin, ChildrenMixin):
     """``record``; a dialect may write the successes of a batch its own way."""
 
     def record(self, outcomes: list[Outcome]) -> list[int]:
-        """Write outcomes in one transaction; return the ids whose lease we still held.
+        """Write outcomes in one transaction; return the ids whose lease we still held. Each
+        appends its run's entry to the job's ``attempt_history`` in the statement that
+        writes it.
 
         The ended jobs that have a parent count against its pending children in the same
         transaction (``children_ended``): a batch without children costs nothing more.
@@ -83,7 +86,8 @@ class OutcomesMixin(ChildrenMixin):
             f"ended_at = %s, run_at = {run_at_sql}, wait_reason = %s, "
             "progress = COALESCE(%s, progress), log = COALESCE(%s, log), "
             "worker_id = %s, leased_until = NULL, "
-            "cancel_requested = COALESCE(%s, cancel_requested), wake_requested = false"
+            "cancel_requested = COALESCE(%s, cancel_requested), wake_requested = false, "
+            f"attempt_history = {self.history_append_sql('attempt_history', '%s')}"
             f"{', trace_context = %s' if traced else ''} "
             "WHERE id = %s AND worker_id = %s AND state = 'running' RETURNING parent_id",
             [
@@ -101,6 +105,7 @@ class OutcomesMixin(ChildrenMixin):
                 # An end clears the request; a job that goes on (a retry, a wait) keeps it,
                 # and its next run ends ``cancelled`` before the runner starts.
                 False if ended else None,
+                entry_text(o),
                 *([self.js(o.trace_context)] if traced else []),
                 o.job_id,
                 o.worker_id,

@@ -33,6 +33,12 @@ class Outcome:
     #: Called inside the transaction that records this outcome, once it is written (the jobs
     #: a run enqueued with ``after_current=True``, admitted as the run's success is recorded).
     then: Callable[[], None] | None = None
+    #: The attempt's number (the job's ``attempts`` when it ran), the id of the process that
+    #: ran it (None: not known), and how it ended when its state does not say it all ("lost",
+    #: "timed_out"; ``states.AttemptOutcome``): its entry in the job's history.
+    attempt: int | None = None
+    pid: int | None = None
+    label: str | None = None
 
 
 @dataclass(kw_only=True)

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ...models import worker_name
+from ...states import AttemptOutcome
 from ..base.columns import TABLE
 from ..base.outcomes import OutcomesMixin
 from ..base.requests import Outcome
+from .history import PostgresHistory
+
+#: A success's history entry (``store.base.history.entry``), made by the statement from what it
+#: writes: no JSON text per job to build and send. One batch is one worker process's.
+_ENTRY = (
+    "jsonb_build_object('attempt', j.attempts, 'started_at', u.started_at, "
+    "'ended_at', u.ended_at, 'worker', %s::text, 'pid', %s::int, "
+    f"'outcome', '{AttemptOutcome.SUCCEEDED.value}', "
+    "'error', NULL, 'traceback', NULL)"
+)
 
 
-class PostgresOutcomes(OutcomesMixin):
+class PostgresOutcomes(PostgresHistory, OutcomesMixin):
     """Successes and parents' decrements as arrays in binary, one prepared statement each."""
 
     def _record_successes(self, outcomes: list[Outcome]) -> list[tuple[int, int | None]]:
@@ -26,12 +38,16 @@ class PostgresOutcomes(OutcomesMixin):
                 "first_started_at = COALESCE(j.first_started_at, u.started_at), "
                 "wait_reason = NULL, progress = COALESCE(u.progress::jsonb, j.progress), "
                 "log = COALESCE(u.log::jsonb, j.log), leased_until = NULL, "
-                "cancel_requested = false "
+                "cancel_requested = false, "
+                f"attempt_history = {self.history_append_sql('j.attempt_history', _ENTRY)} "
                 "FROM unnest(%b::bigint[], %b::text[], %b::timestamptz[], %b::timestamptz[], "
                 "%b::text[], %b::text[]) AS u(id, result, started_at, ended_at, progress, log) "
                 "WHERE j.id = u.id AND j.worker_id = %s AND j.state || '' = 'running' "
                 "RETURNING j.id, j.parent_id",
                 [
+                    # The entry's worker and process (in SET, before the arrays).
+                    worker_name(outcomes[0].worker_id),
+                    outcomes[0].pid,
                     [o.job_id for o in outcomes],
                     [self.js(o.result) for o in outcomes],
                     [o.started_at for o in outcomes],
