@@ -65,9 +65,7 @@ def test_a_finished_minute_is_counted_once_with_its_histograms() -> None:
         assert close_rollups() == 0  # done: nothing to count again
 
     a, b = minute_rows(kind="app.a"), minute_rows(kind="app.b")
-    assert [(r.minute, r.succeeded, r.failed, r.timeouts, r.lost) for r in a] == [
-        (T0, 2, 2, 1, 1)
-    ]
+    assert [(r.minute, r.succeeded, r.failed, r.timeouts, r.lost) for r in a] == [(T0, 2, 2, 1, 1)]
     assert a[0].runtime[str(bucket_of(100))] == 3  # the two failures ran 0.1 s too
     assert a[0].runtime[str(bucket_of(400))] == 1
     assert a[0].pickup == {str(bucket_of(2000)): 1, "0": 1, str(bucket_of(500)): 2}
