@@ -11,7 +11,7 @@ merged counts. Stored as JSON objects, ``{"bucket": count}``, holding only the b
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
     "MAX_BUCKET",
@@ -21,6 +21,7 @@ __all__ = [
     "histogram",
     "merge",
     "quantile",
+    "quantiles",
 ]
 
 PER_DOUBLING = 4
@@ -54,24 +55,35 @@ def histogram(values_ms: Iterable[float]) -> Histogram:
 def merge(histograms: Iterable[Mapping[str, int]]) -> Histogram:
     """One histogram of all these: their counts added bucket by bucket."""
     total: Histogram = {}
+    get = total.get
     for counts in histograms:
         for key, n in counts.items():
-            total[key] = total.get(key, 0) + int(n)
+            total[key] = get(key, 0) + n
     return total
 
 
 def quantile(counts: Mapping[str, int], q: float) -> float | None:
     """The ``q`` quantile (0 < q <= 1) in milliseconds, nearest rank; None for no values."""
-    if not 0.0 < q <= 1.0:
-        raise ValueError(f"q={q!r} must be above 0 and at most 1.")
+    return quantiles(counts, (q,))[0]
+
+
+def quantiles(counts: Mapping[str, int], qs: Sequence[float]) -> list[float | None]:
+    """The ``qs`` quantiles (each 0 < q <= 1, ascending) in milliseconds, nearest rank, in one
+    pass over the buckets; None for each when there is no value."""
+    for q in qs:
+        if not 0.0 < q <= 1.0:
+            raise ValueError(f"q={q!r} must be above 0 and at most 1.")
     buckets = sorted((int(key), n) for key, n in counts.items() if n > 0)
     total = sum(n for _, n in buckets)
     if not total:
-        return None
-    rank = max(1, math.ceil(q * total))
-    seen = 0
-    for bucket, n in buckets:
-        seen += n
-        if seen >= rank:
-            return bucket_value(bucket)
-    return bucket_value(buckets[-1][0])  # not reached: seen ends at total >= rank
+        return [None] * len(qs)
+    found: list[float | None] = []
+    walk = iter(buckets)
+    bucket, seen = -1, 0
+    for q in qs:
+        rank = max(1, math.ceil(q * total))
+        while seen < rank:
+            bucket, n = next(walk)
+            seen += n
+        found.append(bucket_value(bucket))
+    return found

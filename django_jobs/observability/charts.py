@@ -22,7 +22,7 @@ from django.db.models import Min, Q
 from .. import clock
 from ..conf import jobs_settings
 from ..exceptions import JobsError
-from ..histograms import Histogram, merge, quantile
+from ..histograms import Histogram, merge, quantiles
 from ..models import JobRollup, RollupMark
 
 __all__ = ["WINDOWS", "InvalidChart", "chart_series"]
@@ -99,7 +99,10 @@ def chart_series(
         succeeded[i] += ok
         failed[i] += bad
         if run:
-            runtime.setdefault(row_kind, [[] for _ in range(n)])[i].append(run)
+            per_kind = runtime.get(row_kind)
+            if per_kind is None:
+                per_kind = runtime[row_kind] = [[] for _ in range(n)]
+            per_kind[i].append(run)
         if pick:
             pickup[i].append(pick)
     return {
@@ -142,11 +145,18 @@ def _rows(since: datetime, step: int) -> list[tuple[Any, ...]]:
 
 
 def _percentiles(buckets: list[list[Histogram]]) -> dict[str, list[float | None]]:
-    merged = [merge(h) for h in buckets]
-    return {
-        "p50": [_round(quantile(h, 0.5)) for h in merged],
-        "p95": [_round(quantile(h, 0.95)) for h in merged],
-    }
+    p50: list[float | None] = []
+    p95: list[float | None] = []
+    for histograms in buckets:
+        if not histograms:
+            p50.append(None)
+            p95.append(None)
+            continue
+        merged = histograms[0] if len(histograms) == 1 else merge(histograms)
+        middle, high = quantiles(merged, (0.5, 0.95))
+        p50.append(_round(middle))
+        p95.append(_round(high))
+    return {"p50": p50, "p95": p95}
 
 
 def _round(value: float | None) -> float | None:

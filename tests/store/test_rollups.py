@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.db import connections
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +89,29 @@ def test_workers_closing_together_do_not_count_twice() -> None:
     assert closed == [1, 0, 0]
     assert sum(r.succeeded for r in minute_rows(kind="app.a")) == 12
     assert RollupMark.objects.get().closed_until == T0 + timedelta(minutes=1)
+
+
+def test_workers_closing_at_the_same_moment_on_threads_count_each_minute_once() -> None:
+    with time_machine.travel(T0 + timedelta(seconds=5), tick=False) as traveller:
+        close_rollups()
+        for minute in range(30):
+            for second in (0, 20, 40):
+                ended(T0 + timedelta(minutes=minute, seconds=second))
+        traveller.move_to(T0 + timedelta(minutes=30, seconds=6))
+        go = threading.Barrier(4)
+
+        def worker() -> int:
+            try:
+                go.wait()
+                return close_rollups()
+            finally:
+                connections.close_all()
+
+        with ThreadPoolExecutor(4) as pool:
+            closed = [f.result() for f in [pool.submit(worker) for _ in range(4)]]
+    assert sorted(closed) == [0, 0, 0, 30]
+    assert sum(r.succeeded for r in minute_rows(kind="app.a")) == 90
+    assert len(minute_rows(kind="app.a")) == 30
 
 
 def test_a_stop_of_the_fleet_is_caught_up_and_hours_are_folded() -> None:
