@@ -68,14 +68,14 @@ def _nice_ceiling(value: float, *, seconds: bool = False) -> float:
     if value <= 0:
         return 1.0
     if seconds and value > 4:
-        for step in TIME_STEPS:
-            if value <= 4 * step:
-                return 4.0 * step
-    power = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
+        for whole in TIME_STEPS:
+            if value <= 4 * whole:
+                return 4.0 * whole
+    power = 10.0 ** math.floor(math.log10(value))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
         if value <= step * power:
             return step * power
-    return 10 * power  # not reached
+    return 10.0 * power  # not reached
 
 
 def _time_label(moment: datetime, bucket_s: int) -> str:
@@ -179,13 +179,13 @@ def chart(
             dash = ' stroke-dasharray="5 3"' if s.dashed else ""
             run: list[str] = []
             runs: list[list[str]] = []
-            for i, v in enumerate(s.values):
-                if v is None:
+            for i, value in enumerate(s.values):
+                if value is None:
                     if run:
                         runs.append(run)
                     run = []
                     continue
-                run.append(f"{x(i):.1f},{y(v):.1f}")
+                run.append(f"{x(i):.1f},{y(value):.1f}")
             if run:
                 runs.append(run)
             for points in runs:

@@ -103,9 +103,9 @@ def alerting_lines(stats: dict[str, Any], header: Any, sample: Any) -> list[str]
         "Jobs failed at their time limit or with their worker process, over the last hour.",
     )
     for row in sorted(kills, key=lambda r: r["queue"]):
-        for reason, key in (("time_limit", "timeouts"), ("worker_lost", "lost")):
+        for reason, n in (("time_limit", row["timeouts"]), ("worker_lost", row["lost"])):
             labels = {"queue": row["queue"], "reason": reason}
-            lines.append(sample("django_jobs_kills_last_hour", labels, row[key] or 0))
+            lines.append(sample("django_jobs_kills_last_hour", labels, n or 0))
 
     lines += header("django_jobs_dead_letters", "gauge", "Failed jobs (dead letters) per queue.")
     for entry in stats["queues"]:
