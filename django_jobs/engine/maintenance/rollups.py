@@ -221,7 +221,9 @@ class Rollups(Duty):
     every worker looks, the one that moves the mark does the minute."""
 
     def __init__(self, retry: Retry, *, engine: str, alias: str) -> None:
-        super().__init__(every=ROLLUP_EVERY, first=ROLLUP_EVERY)
+        # The first look on the keeper's first round: a burst worker that drains for a second
+        # closes what ended since the fleet last looked.
+        super().__init__(every=ROLLUP_EVERY, first=0.0)
         self.retry = retry
         self.engine = engine
         self.alias = alias

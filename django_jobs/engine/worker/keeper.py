@@ -9,7 +9,7 @@ order, with one reading of the clock:
     cancels read (without LISTEN)                            the poll interval, at most 1 s
     paused queues read                                       twice as often
     expired jobs ended, then dead workers' jobs rescued      half the lease
-    the charts' finished minutes closed (not burst)          every 10 s, one worker a minute
+    the charts' finished minutes closed                      every 10 s, one worker a minute
     the scheduler's tick (scheduler, not burst)              as the schedules fall due, <= 1 s
     retention (scheduler, not burst)                         once a minute
 """
@@ -83,8 +83,8 @@ class Keeper:
         paused_every = cancels_every / 2
         self.duties.append(Every(listener.read_paused, every=paused_every, first=paused_every))
         self.duties += [self.expiry, self.rescue]
-        if not ledger.burst:
-            self.duties.append(Rollups(retry, engine=ledger.engine, alias=ledger.alias))
+        # Every worker, burst ones too (a fleet of cron-started drains still gets its charts).
+        self.duties.append(Rollups(retry, engine=ledger.engine, alias=ledger.alias))
         if ledger.scheduler and not ledger.burst:
             self.duties += [self.ticker, self.retention]
         self.thread: threading.Thread | None = None
