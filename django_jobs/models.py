@@ -486,14 +486,14 @@ class PausedQueue(models.Model):
 
 
 class JobRollup(models.Model):
-    """The jobs of one minute (``span`` 60) or one hour (``span`` 3600), one engine, queue and
-    kind, counted for the charts (SPEC §18): written by a worker's ``Rollups`` duty once the
-    span is over, from the jobs that ended in it; never per job. The queue's own row (kind
+    """The jobs of one minute (``span`` 60), quarter hour (900) or hour (3600), one engine,
+    queue and kind, counted for the charts (SPEC §18): written by a worker's ``Rollups`` duty
+    once the span is over, from the jobs that ended in it; never per job. The queue's own row (kind
     ``""``) holds its depth and oldest queued job's age, sampled as the minute closed. Deleted
     with the jobs, by the retention."""
 
     minute = models.DateTimeField()  # the span's start
-    span = models.IntegerField(default=60)  # seconds: 60 or 3600
+    span = models.IntegerField(default=60)  # seconds: 60, 900 or 3600
     engine = models.CharField(max_length=100, default="default")
     queue = models.CharField(max_length=100)
     kind = models.CharField(max_length=200, blank=True, default="")

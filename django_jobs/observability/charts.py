@@ -126,20 +126,20 @@ def _floor(moment: datetime, step: int) -> datetime:
 
 
 def _rows(since: datetime, step: int) -> list[tuple[Any, ...]]:
-    """The rollup rows from ``since``: hour rows where the buckets are hours and the hours
-    are closed, minute rows after them (and for the finer buckets)."""
+    """The rollup rows from ``since``: the rows of the bucket's span (quarter hours, hours)
+    where those are folded, the minute rows after them (and for the minute buckets)."""
     rollups = JobRollup.objects.using(jobs_settings.DATABASE).order_by()
     columns = (
         "minute", "queue", "kind", "succeeded", "failed", "runtime", "pickup", "depth",
         "oldest_age_s",
     )  # fmt: skip
-    if step < 3600:
+    if step == 60:
         return list(rollups.filter(span=60, minute__gte=since).values_list(*columns))
     marks = RollupMark.objects.using(jobs_settings.DATABASE)
     closed = marks.aggregate(until=Min("closed_until"))["until"]
-    hours = _floor(closed, 3600) if closed is not None else since
-    wanted = Q(span=3600, minute__gte=since, minute__lt=hours) | Q(
-        span=60, minute__gte=max(hours, since)
+    folded = _floor(closed, step) if closed is not None else since
+    wanted = Q(span=step, minute__gte=since, minute__lt=folded) | Q(
+        span=60, minute__gte=max(folded, since)
     )
     return list(rollups.filter(wanted).values_list(*columns))
 

@@ -14,12 +14,14 @@ KINDS = {"shop.send_receipt": ("mail", 40.0), "shop.resize_image": ("default", 9
 
 
 def seed_history(now: datetime, *, days: int = 7) -> int:
-    """Hour rows for ``days`` days and minute rows for the last day before ``now``; return
+    """Hour rows for ``days`` days, quarter-hour and minute rows for the last day before
+    ``now``, as the duty folds them; return
     how many rows were written."""
     end = now.astimezone(UTC).replace(second=0, microsecond=0)
     rows: list[JobRollup] = []
-    for span, count in ((3600, days * 24), (60, 24 * 60)):
-        start = end.replace(minute=0) if span == 3600 else end
+    for span, count in ((3600, days * 24), (900, 96), (60, 24 * 60)):
+        epoch = int(end.timestamp())
+        start = datetime.fromtimestamp(epoch - epoch % span, UTC)
         for i in range(1, count + 1):
             minute = start - timedelta(seconds=span * i)
             rows += _rows(minute, span)

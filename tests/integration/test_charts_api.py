@@ -67,6 +67,8 @@ def test_an_operator_reads_the_series_of_a_window() -> None:
 @time_machine.travel(NOW, tick=False)
 def test_a_day_of_one_kind() -> None:
     seed()
+    # 11:45 is not folded yet: its minutes are read instead.
+    RollupMark.objects.update(closed_until=NOW.replace(minute=55, second=0, hour=11))
     day = client_for(operator=True).get("/api/jobs/charts/?window=24h&kind=app.slow").json()
     assert (day["bucket_s"], len(day["buckets"])) == (900, 96)
     assert list(day["runtime_ms"]) == ["app.slow"] and sum(day["jobs"]["succeeded"]) == 30

@@ -127,6 +127,11 @@ def test_a_stop_of_the_fleet_is_caught_up_and_hours_are_folded() -> None:
     hours = list(JobRollup.objects.filter(span=3600, kind="app.a").order_by("minute"))
     assert [(h.minute, h.succeeded) for h in hours] == [(T0, 6), (T0 + timedelta(hours=1), 6)]
     assert quantile(hours[0].runtime, 1.0) == pytest.approx(51_000, rel=0.1)
+    quarters = JobRollup.objects.filter(span=900, kind="app.a").order_by("minute")
+    assert [(q.minute.hour, q.minute.minute, q.succeeded) for q in quarters][:3] == [
+        (10, 0, 2), (10, 15, 1), (10, 30, 2)
+    ]  # fmt: skip
+    assert sum(q.succeeded for q in quarters) == 15
 
 
 def test_rollups_are_pruned_with_the_jobs() -> None:

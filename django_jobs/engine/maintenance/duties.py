@@ -165,7 +165,7 @@ def prune_rollups(cutoff: datetime, *, using: str | None = None) -> int:
     the jobs they count are (one statement per span, along the rollups' unique index)."""
     rollups = JobRollup.objects.using(using or jobs_settings.DATABASE)
     deleted = 0
-    for span in (60, 3600):
+    for span in (60, 900, 3600):
         deleted += rollups.filter(span=span, minute__lt=cutoff).delete()[0]
     return deleted
 

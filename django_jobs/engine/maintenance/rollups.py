@@ -9,8 +9,9 @@ duration bucket: a few hundred rows for thousands of jobs) and inserts a ``JobRo
 minute, queue and kind. Nothing is done per job: the drain's statements are untouched.
 
 Each close also samples every queue's depth and oldest due queued job into the queue's own row
-(kind ``""``) of the last minute closed, and folds each hour that finished into one row of
-``span`` 3600, so a week's chart reads 168 rows per queue and kind instead of 10,080.
+(kind ``""``) of the last minute closed, and folds each quarter hour and each hour that
+finished into one row of ``span`` 900 or 3600, so a day's chart reads 96 rows per queue and
+kind instead of 1,440, and a week's 168 instead of 10,080.
 
 A minute closes ``GRACE`` after its end (a worker records its outcomes in batches, at most a
 fraction of a second late); a job whose end is written later than that (a worker cut off from
@@ -48,7 +49,9 @@ GRACE = timedelta(seconds=5)
 #: The most minutes one close reads.
 CATCH_UP = 60
 MINUTE = timedelta(minutes=1)
-HOUR = timedelta(hours=1)
+#: The coarser spans each finished one of which is folded into a row: quarter hours (the 24 h
+#: chart's buckets) and hours (the week's).
+FOLDED = (900, 3600)
 
 _WHY = {1: "timeouts", 2: "lost"}
 
@@ -84,11 +87,13 @@ def close_rollups(
         if stop == end:
             _sample_queues(alias, engine, stop - MINUTE, now, rows)
         JobRollup.objects.using(alias).bulk_create(rows.values(), ignore_conflicts=True)
-        hour = start.replace(minute=0)
-        while hour + HOUR <= stop:
-            if hour + HOUR > start:
-                _close_hour(alias, engine, hour)
-            hour += HOUR
+        for span in FOLDED:
+            length = timedelta(seconds=span)
+            fold = _floor(start, span)
+            while fold + length <= stop:
+                if fold + length > start:
+                    _fold(alias, engine, fold, span)
+                fold += length
     return int((stop - start) / MINUTE)
 
 
@@ -178,17 +183,23 @@ def _sample_queues(
         row.oldest_age_s = max((now - oldest).total_seconds(), 0.0) if oldest else 0.0
 
 
-def _close_hour(alias: str, engine: str, hour: datetime) -> None:
-    """One row of ``span`` 3600 per queue and kind: the hour's minute rows added up (depth
-    and age: the hour's highest)."""
+def _floor(moment: datetime, span: int) -> datetime:
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % span, UTC)
+
+
+def _fold(alias: str, engine: str, start: datetime, span: int) -> None:
+    """One row of ``span`` seconds per queue and kind: the span's minute rows added up (depth
+    and age: the span's highest)."""
     minutes = JobRollup.objects.using(alias).filter(
-        span=60, engine=engine, minute__gte=hour, minute__lt=hour + HOUR
+        span=60, engine=engine, minute__gte=start, minute__lt=start + timedelta(seconds=span)
     )
-    hours: dict[tuple[str, str], list[JobRollup]] = {}
+    groups: dict[tuple[str, str], list[JobRollup]] = {}
     for row in minutes:
-        hours.setdefault((row.queue, row.kind), []).append(row)
+        groups.setdefault((row.queue, row.kind), []).append(row)
     JobRollup.objects.using(alias).bulk_create(
-        [summed(rows, minute=hour, span=3600) for rows in hours.values()], ignore_conflicts=True
+        [summed(rows, minute=start, span=span) for rows in groups.values()],
+        ignore_conflicts=True,
     )
 
 
