@@ -43,6 +43,9 @@ def bucket_value(bucket: int) -> float:
     return float(2 ** ((bucket + 0.5) / PER_DOUBLING))
 
 
+_VALUES = {str(bucket): bucket_value(bucket) for bucket in range(MAX_BUCKET + 1)}
+
+
 def histogram(values_ms: Iterable[float]) -> Histogram:
     """The histogram of these durations (milliseconds)."""
     counts: Histogram = {}
@@ -73,17 +76,17 @@ def quantiles(counts: Mapping[str, int], qs: Sequence[float]) -> list[float | No
     for q in qs:
         if not 0.0 < q <= 1.0:
             raise ValueError(f"q={q!r} must be above 0 and at most 1.")
-    buckets = sorted((int(key), n) for key, n in counts.items() if n > 0)
-    total = sum(n for _, n in buckets)
+    keys = sorted((key for key, n in counts.items() if n > 0), key=int)
+    total = sum(counts[key] for key in keys)
     if not total:
         return [None] * len(qs)
     found: list[float | None] = []
-    walk = iter(buckets)
-    bucket, seen = -1, 0
+    at, seen, key = 0, 0, "0"
     for q in qs:
         rank = max(1, math.ceil(q * total))
         while seen < rank:
-            bucket, n = next(walk)
-            seen += n
-        found.append(bucket_value(bucket))
+            key = keys[at]
+            at += 1
+            seen += counts[key]
+        found.append(_VALUES.get(key) or bucket_value(int(key)))
     return found
