@@ -30,12 +30,16 @@ MAX_BUCKET = PER_DOUBLING * 30
 
 Histogram = dict[str, int]
 
+#: Added before the floor, here and in the rollups' SQL: a duration on a bucket's edge (2 ms,
+#: 4 ms...) falls in the bucket above whichever side computes its logarithm.
+EDGE = 1e-9
+
 
 def bucket_of(ms: float) -> int:
     """The bucket of a duration in milliseconds (the SQL of the rollups computes the same)."""
     if not ms >= 1.0:  # NaN and below 1 ms too
         return 0
-    return min(MAX_BUCKET, math.floor(math.log(ms) * (PER_DOUBLING / math.log(2))))
+    return min(MAX_BUCKET, math.floor(math.log(ms) * (PER_DOUBLING / math.log(2)) + EDGE))
 
 
 def bucket_value(bucket: int) -> float:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from django.db import connections
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from django_jobs.engine.maintenance import prune
@@ -167,3 +167,20 @@ def test_percentiles_of_merged_rollups_are_those_of_all_the_values(
     assert estimate is not None
     if exact >= 1.0:  # below 1 ms every duration shares bucket 0
         assert exact / 2 ** (1 / 4) <= estimate <= exact * 2 ** (1 / 4)
+
+
+@settings(max_examples=25, deadline=None)
+@example(runtimes_us=[1000, 1189, 1190, 2000, 4000, 8000, 999_999, 1_000_000])  # edges
+@given(runtimes_us=st.lists(st.integers(min_value=0, max_value=10**10), min_size=1, max_size=8))
+def test_the_database_buckets_durations_as_the_histograms_do(runtimes_us: list[int]) -> None:
+    JobRollup.objects.all().delete()
+    RollupMark.objects.all().delete()
+    Job.objects.all().delete()
+    with time_machine.travel(T0 + timedelta(seconds=5), tick=False) as traveller:
+        close_rollups()
+        for us in runtimes_us:
+            ended(T0 + timedelta(seconds=30), runtime=us / 1e6)
+        traveller.move_to(T0 + timedelta(minutes=1, seconds=6))
+        close_rollups()
+    (row,) = minute_rows(kind="app.a")
+    assert row.runtime == histogram(us / 1000 for us in runtimes_us)

@@ -33,7 +33,7 @@ from django.db.models import Count, Min, Q
 
 from ... import clock
 from ...conf import jobs_settings
-from ...histograms import MAX_BUCKET, PER_DOUBLING, merge
+from ...histograms import EDGE, MAX_BUCKET, PER_DOUBLING, merge
 from ...models import Job, JobRollup, RollupMark
 from ...states import JobState
 from .cadence import Duty, Retry
@@ -101,9 +101,15 @@ def _bucket_sql(vendor: str, later: str, earlier: str) -> str:
     """The histogram bucket (``django_jobs.histograms.bucket_of``) of ``later - earlier``."""
     if vendor == "postgresql":
         ms = f"(EXTRACT(EPOCH FROM ({later} - {earlier})) * 1000)"
-        return f"LEAST({MAX_BUCKET}, FLOOR(LN(GREATEST({ms}, 1)) * %s))::int"
-    ms = f"((julianday({later}) - julianday({earlier})) * 86400000.0)"
-    return f"CAST(MIN({MAX_BUCKET}, FLOOR(LN(MAX({ms}, 1)) * %s)) AS INTEGER)"
+        return f"LEAST({MAX_BUCKET}, FLOOR(LN(GREATEST({ms}, 1)) * %s + {EDGE!r}))::int"
+    # SQLite: julianday() keeps milliseconds only; the whole seconds from it (rounded), the
+    # microseconds from the stored text ("YYYY-MM-DD HH:MM:SS.ffffff").
+    seconds = (
+        f"(ROUND((julianday(substr({later}, 1, 19)) - julianday(substr({earlier}, 1, 19))) "
+        f"* 86400) + CAST(substr({later}, 20) AS REAL) - CAST(substr({earlier}, 20) AS REAL))"
+    )
+    ms = f"({seconds} * 1000.0)"
+    return f"CAST(MIN({MAX_BUCKET}, FLOOR(LN(MAX({ms}, 1)) * %s + {EDGE!r})) AS INTEGER)"
 
 
 def _minute_rows(
