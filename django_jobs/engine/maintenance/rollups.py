@@ -2,7 +2,9 @@
 
 ``close_rollups`` moves the engine's mark (``RollupMark.closed_until``) forward to the last
 finished minute with a conditional update: of several workers closing at the same time, one
-moves it and the others find it moved and do nothing, so no minute is counted twice. The
+moves it and the others find it moved and do nothing, so no minute is counted twice. Where the
+database can (PostgreSQL), the mark's row is locked ``SKIP LOCKED`` first: a worker that finds
+another closing passes at once instead of waiting for it. The
 worker that moved it reads the jobs that ended between the old and the new mark with one
 aggregate query on the ``ended_at`` index (grouped by minute, queue, kind, final state and
 duration bucket: a few hundred rows for thousands of jobs) and inserts a ``JobRollup`` row per
@@ -69,14 +71,23 @@ def close_rollups(
     now = now or clock.now()
     end = floor_minute(now - GRACE)
     marks = RollupMark.objects.using(alias)
+    mark = marks.filter(engine=engine)
+    if connections[alias].features.has_select_for_update_skip_locked:
+        # A worker closing minutes holds the mark's row: the others pass, rather than hold
+        # their keeper thread (and its outcomes) until it is done.
+        mark = mark.select_for_update(skip_locked=True)
     with transaction.atomic(using=alias):
-        start = marks.filter(engine=engine).values_list("closed_until", flat=True).first()
+        start = mark.values_list("closed_until", flat=True).first()
         if start is None:
+            if marks.filter(engine=engine).exists():
+                return 0  # another worker is closing minutes now
             marks.bulk_create(
                 [RollupMark(engine=engine, closed_until=end - CATCH_UP * MINUTE)],
                 ignore_conflicts=True,
             )
-            start = marks.filter(engine=engine).values_list("closed_until", flat=True).get()
+            start = mark.values_list("closed_until", flat=True).first()
+            if start is None:
+                return 0
         start = start.astimezone(UTC)
         if start >= end:
             return 0
