@@ -495,3 +495,52 @@ class PausedQueue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.engine}/{self.queue} paused"
+
+
+class JobRollup(models.Model):
+    """The jobs of one minute (``span`` 60), quarter hour (900) or hour (3600), one engine,
+    queue and kind, counted for the charts (SPEC §18): written by a worker's ``Rollups`` duty
+    once the span is over, from the jobs that ended in it; never per job. The queue's own row (kind
+    ``""``) holds its depth and oldest queued job's age, sampled as the minute closed. Deleted
+    with the jobs, by the retention."""
+
+    minute = models.DateTimeField()  # the span's start
+    span = models.IntegerField(default=60)  # seconds: 60, 900 or 3600
+    engine = models.CharField(max_length=100, default="default")
+    queue = models.CharField(max_length=100)
+    kind = models.CharField(max_length=200, blank=True, default="")
+    succeeded = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)  # dead letters: failed for good
+    cancelled = models.IntegerField(default=0)
+    timeouts = models.IntegerField(default=0)  # failed at a time limit (JOB_TIMEOUT)
+    lost = models.IntegerField(default=0)  # failed with their worker process (WORKER_LOST)
+    # ``django_jobs.histograms``: ``{"bucket": count}`` of runtimes (ended_at - started_at) and
+    # of first attempts' pickup latency (started_at - run_at), in milliseconds.
+    runtime = models.JSONField(default=dict, blank=True)
+    pickup = models.JSONField(default=dict, blank=True)
+    depth = models.IntegerField(null=True, blank=True)  # queued jobs (the queue's row)
+    oldest_age_s = models.FloatField(null=True, blank=True)  # its oldest due queued job's wait
+
+    class Meta:
+        constraints = [
+            # One row per span: a second worker closing the same minute inserts nothing, and
+            # the charts read a window along this index.
+            models.UniqueConstraint(
+                fields=["span", "minute", "engine", "queue", "kind"],
+                name="django_jobs_rollup_uniq",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.engine}/{self.queue}/{self.kind or '*'} @ {self.minute:%Y-%m-%d %H:%M}"
+
+
+class RollupMark(models.Model):
+    """How far the rollups of an engine are closed: the worker that moves it (a conditional
+    update) closes the minutes between, so two workers never count the same minute."""
+
+    engine = models.CharField(max_length=100, unique=True)
+    closed_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.engine}: {self.closed_until:%Y-%m-%d %H:%M}"

@@ -89,6 +89,7 @@ class FleetAdminMixin:
             "has_view_permission": True,
             "djj_workers": self.worker_rows(),
             "djj_overview_url": self._url("overview"),
+            "djj_charts_url": self._url("charts"),
             "changelist_url": self._url("changelist"),
             "djj_refresh_seconds": WORKERS_REFRESH_SECONDS,
             "djj_lease_s": jobs_settings.lease.total_seconds(),

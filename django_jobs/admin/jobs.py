@@ -22,6 +22,7 @@ from ..conf import jobs_settings
 from ..models import Job
 from ..permissions import is_operator
 from ..search import InvalidFilter, search_from_words
+from .charts import ChartsMixin
 from .filters import EngineFilter, KindFilter, LeaseFilter, QueueFilter, bad_search
 from .fleet import FleetAdminMixin
 from .job_actions import JobActionsMixin
@@ -38,6 +39,7 @@ class JobAdmin(
     JobPageMixin,
     JobActionsMixin,
     FleetAdminMixin,
+    ChartsMixin,
     admin.ModelAdmin,
 ):
     list_display = (
@@ -162,6 +164,7 @@ class JobAdmin(
         wrap = self.admin_site.admin_view
         return [
             path("overview/", wrap(self.overview_view), name=f"{prefix}_overview"),
+            path("charts/", wrap(self.charts_view), name=f"{prefix}_charts"),
             path("<int:object_id>/retry/", wrap(self.retry_view), name=f"{prefix}_retry"),
             path("<int:object_id>/cancel/", wrap(self.cancel_view), name=f"{prefix}_cancel"),
             path("<int:object_id>/resolve/", wrap(self.resolve_view), name=f"{prefix}_resolve"),

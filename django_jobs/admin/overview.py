@@ -55,6 +55,7 @@ class OverviewMixin:
             **live_context(),
             "djj_operator": self.has_operate_permission(request),
             "djj_workers_url": self._url("workers"),
+            "djj_charts_url": self._url("charts"),
             # Django 5.2's admin renders the object-tools block inside the content block, which
             # the overview replaces; Django 6 renders it beside the title.
             "djj_tools_in_content": django.VERSION < (6, 0),

@@ -258,6 +258,36 @@ class StatsSerializer(serializers.Serializer):
     at = serializers.DateTimeField(read_only=True)
 
 
+class ChartsSerializer(serializers.Serializer):
+    """The charts' series over a window (``GET charts/``): one value per bucket, oldest first."""
+
+    window = serializers.ChoiceField(choices=["1h", "24h", "7d"], read_only=True)
+    bucket_s = serializers.IntegerField(read_only=True, help_text="Seconds per bucket.")
+    queue = serializers.CharField(read_only=True, allow_null=True)
+    kind = serializers.CharField(read_only=True, allow_null=True)
+    buckets = serializers.ListField(
+        child=serializers.DateTimeField(), read_only=True, help_text="Each bucket's start."
+    )
+    jobs = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        read_only=True,
+        help_text="succeeded and failed: jobs ended per bucket.",
+    )
+    runtime_ms = serializers.JSONField(
+        read_only=True, help_text="Per kind: p50 and p95 runtime per bucket (null: no job)."
+    )
+    pickup_ms = serializers.JSONField(
+        read_only=True, help_text="p50 and p95 of first attempts' run_at to start, per bucket."
+    )
+    queues = serializers.JSONField(
+        read_only=True, help_text="Per queue: depth and oldest_age_s (seconds) per bucket."
+    )
+    choices = serializers.JSONField(
+        read_only=True, help_text="The queues and kinds the window has rows of."
+    )
+    at = serializers.DateTimeField(read_only=True)
+
+
 # --- the fleet: workers and queues -----------------------------------------------------------
 
 

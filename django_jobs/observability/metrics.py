@@ -15,7 +15,11 @@ Every number is read from the job table at scrape time, so any web process can s
   retention never lowers it;
 * ``django_jobs_pickup_latency_seconds`` (summary): ``started_at - run_at`` over the last
   ``LATENCY_SAMPLE`` started jobs, quantiles 0.5, 0.95 and 0.99, excluding rows whose
-  timestamps were derived.
+  timestamps were derived;
+
+and those alert rules watch (``observability.alerting``): live workers per queue, each
+worker's heartbeat age, paused queues, kills at a time limit or with a worker process over the
+last hour, and dead letters per queue.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..models import Job, PrunedCount
 from ..permissions import is_operator
 from ..states import ENDED_STATES, JobState
 from ..throttling import credentials_user, retry_after_header
+from .alerting import alerting_lines
 from .stats import LATENCY_SAMPLE, percentile, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -127,6 +132,7 @@ def metrics_text() -> str:
         )
     lines.append(_sample("django_jobs_pickup_latency_seconds_sum", {}, sum(latencies)))
     lines.append(_sample("django_jobs_pickup_latency_seconds_count", {}, len(latencies)))
+    lines += alerting_lines(stats, _header, _sample)
     return "\n".join(lines) + "\n"
 
 

@@ -46,7 +46,7 @@ def operations(schema):
 
 def test_every_operation_documents_429_and_405(schema):
     found = list(operations(schema))
-    assert len(found) == 17  # jobs, schedules, kinds, events, workers and queues
+    assert len(found) == 18  # jobs, schedules, kinds, stats, charts, events, workers and queues
     for path, method, operation in found:
         responses = operation["responses"]
         assert "429" in responses and "405" in responses, (method, path)

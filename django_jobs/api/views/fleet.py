@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -18,12 +19,14 @@ from rest_framework.viewsets import GenericViewSet
 from ... import operations
 from ...exceptions import InvalidPayload, UnknownEngine
 from ...kinds.registry import all_handles
+from ...observability.charts import InvalidChart, chart_series
 from ...observability.stats import queue_stats
 from ...permissions import is_operator
 from ..errors import InvalidRequestError
 from ..openapi import extend_schema
 from ..permissions import IsOperator
 from ..serializers import (
+    ChartsSerializer,
     KindSerializer,
     PausedSerializer,
     PauseSerializer,
@@ -34,7 +37,7 @@ from ..serializers import (
     WorkerSerializer,
 )
 from .base import JobsAPIMixin
-from .responses import E400, E401, E403, E415, QUEUE_NAME
+from .responses import E400, E401, E403, E415, LABEL_FILTER, QUEUE_NAME
 
 
 class KindsAndStatsMixin:
@@ -63,6 +66,44 @@ class KindsAndStatsMixin:
     @action(detail=False, methods=["get"], pagination_class=None)
     def stats(self, request: Request) -> Response:
         return Response(queue_stats())
+
+    @extend_schema(
+        operation_id="charts_retrieve",
+        tags=["stats"],
+        summary="The charts over time (operators)",
+        description=(
+            "Jobs succeeded and failed, runtime p50/p95 per kind, pickup latency, and each "
+            "queue's depth and oldest queued job's age, per bucket of the window (1h: "
+            "minutes, 24h: 15 minutes, 7d: hours), read from the per-minute rollups."
+        ),
+        parameters=[
+            OpenApiParameter("window", str, enum=["1h", "24h", "7d"], description="Default 1h."),
+            OpenApiParameter("queue", LABEL_FILTER, description="Only this queue's jobs."),
+            OpenApiParameter("kind", LABEL_FILTER, description="Only this kind's jobs."),
+        ],
+        responses={200: ChartsSerializer, 400: E400, 401: E401, 403: E403},
+    )
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def charts(self, request: Request) -> Response:
+        params = request.query_params
+        unknown = sorted(set(params) - {"window", "queue", "kind"})
+        try:
+            if unknown:
+                raise InvalidChart(dict.fromkeys(unknown, "not a parameter of charts/."))
+            series = chart_series(
+                params.get("window", "1h"),
+                queue=params.get("queue"),
+                kind=params.get("kind"),
+            )
+        except InvalidChart as exc:
+            errors = {name: [text] for name, text in exc.errors.items()}
+            raise InvalidRequestError(
+                f"Malformed chart parameters: {exc.message} (window: 1h, 24h or 7d; queue and "
+                "kind: names).",
+                errors=errors,
+                code=exc.code,
+            ) from None
+        return Response(series)
 
 
 class WorkerViewSet(JobsAPIMixin, GenericViewSet):

@@ -171,6 +171,7 @@ class JobViewSet(JobActionsMixin, KindsAndStatsMixin, JobsAPIMixin, GenericViewS
         "children": (),
         "kinds": (),
         "stats": (IsOperator,),
+        "charts": (IsOperator,),
     }
 
     def get_queryset(self) -> Any:

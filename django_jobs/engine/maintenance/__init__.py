@@ -10,6 +10,7 @@ A worker runs them on its keeper thread, one small service each over ``duties``:
     retention.py  ``Retention``: the retention and the fleet's old rows, once a minute
     rescue.py     ``Rescue``: jobs whose worker died asked again
     expiry.py     ``Expiry``: expired jobs ended, with the rescue's cadence
+    rollups.py    ``Rollups``: each finished minute's jobs counted for the charts, once
     ticks.py      ``ScheduleTicker``: the scheduler's tick, timed by the next occurrence
 
 ``django_jobs.engine.maintenance.prune_expired`` and the others are documented paths: they stay
@@ -28,6 +29,7 @@ from .duties import (
     expired,
     prune,
     prune_expired,
+    prune_rollups,
     prune_workers,
     rescue_stale,
     retention_period,
@@ -43,6 +45,7 @@ __all__ = [
     "expired",
     "prune",
     "prune_expired",
+    "prune_rollups",
     "prune_workers",
     "rescue_stale",
     "retention_period",

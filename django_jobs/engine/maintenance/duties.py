@@ -22,6 +22,9 @@ Expiry: ``end_expired_jobs`` ends the queued jobs that never started and whose `
 each. The claim itself never starts such a job; this only makes the end visible. Every worker
 calls it periodically; ``run_until_idle`` and ``manage.py jobs drain`` before they run.
 
+The charts' rollups (``JobRollup``) of the minutes before the cutoff go with the jobs
+(``prune_rollups``).
+
 Workers: ``prune_workers`` deletes the rows of workers that stopped (or were lost) more than a
 day ago (``engine.fleet``); workers call it with the retention, once a minute.
 
@@ -42,7 +45,7 @@ from django.db.models.signals import post_delete, pre_delete
 from ... import clock
 from ...conf import jobs_settings
 from ...durations import Duration, parse_duration
-from ...models import Job, JobStep
+from ...models import Job, JobRollup, JobStep
 from ...states import ENDED_STATES
 from ...store import Store, get_store
 from ..observe.tracing import expired as traced_expiry
@@ -57,6 +60,7 @@ __all__ = [
     "expired",
     "prune",
     "prune_expired",
+    "prune_rollups",
     "prune_workers",
     "retention_period",
 ]
@@ -152,7 +156,18 @@ def prune(
         if len(ids) < size:
             break
     more = limit is not None and deleted_jobs >= limit and jobs.filter(condition).exists()
+    prune_rollups(cutoff, using=alias)
     return PruneResult(cutoff=cutoff, jobs=deleted_jobs, steps=deleted_steps, more=more)
+
+
+def prune_rollups(cutoff: datetime, *, using: str | None = None) -> int:
+    """Delete the charts' rollups of the minutes and hours that began before ``cutoff``, as
+    the jobs they count are (one statement per span, along the rollups' unique index)."""
+    rollups = JobRollup.objects.using(using or jobs_settings.DATABASE)
+    deleted = 0
+    for span in (60, 900, 3600):
+        deleted += rollups.filter(span=span, minute__lt=cutoff).delete()[0]
+    return deleted
 
 
 def _delete(store: Store, ids: list[int]) -> tuple[int, int]:

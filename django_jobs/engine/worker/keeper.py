@@ -9,6 +9,7 @@ order, with one reading of the clock:
     cancels read (without LISTEN)                            the poll interval, at most 1 s
     paused queues read                                       twice as often
     expired jobs ended, then dead workers' jobs rescued      half the lease
+    the charts' finished minutes closed                      every 10 s, one worker a minute
     the scheduler's tick (scheduler, not burst)              as the schedules fall due, <= 1 s
     retention (scheduler, not burst)                         once a minute
 """
@@ -24,6 +25,7 @@ from ..maintenance.cadence import Duty, Every
 from ..maintenance.expiry import Expiry
 from ..maintenance.rescue import Rescue
 from ..maintenance.retention import Retention
+from ..maintenance.rollups import Rollups
 from ..maintenance.ticks import ScheduleTicker
 from ..rows.publish import writer
 from .claiming import Claimer
@@ -81,6 +83,8 @@ class Keeper:
         paused_every = cancels_every / 2
         self.duties.append(Every(listener.read_paused, every=paused_every, first=paused_every))
         self.duties += [self.expiry, self.rescue]
+        # Every worker, burst ones too (a fleet of cron-started drains still gets its charts).
+        self.duties.append(Rollups(retry, engine=ledger.engine, alias=ledger.alias))
         if ledger.scheduler and not ledger.burst:
             self.duties += [self.ticker, self.retention]
         self.thread: threading.Thread | None = None
