@@ -29,8 +29,8 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.utils.dateparse import parse_datetime
 
+from .attempt_history import MEMBER_ATTEMPT_KEYS, attempt_history
 from .conf import jobs_settings
 from .models import Job, worker_name, worker_pid
 from .permissions import is_operator
@@ -316,48 +316,6 @@ STEP_FIELDS: tuple[JobField, ...] = (
     JobField("ended_at", "ended_at", JsonType.INSTANT, null=True),
     JobField("error", "error", null=True),
 )
-
-#: An attempt's keys in the job's ``attempt_history`` (``store.base.history``), in order; a
-#: member sees only ``MEMBER_ATTEMPT_KEYS`` of them (a worker's identity and a server's
-#: traceback are operators' business).
-ATTEMPT_KEYS = (
-    "attempt",
-    "started_at",
-    "ended_at",
-    "worker",
-    "pid",
-    "outcome",
-    "error",
-    "traceback",
-)
-MEMBER_ATTEMPT_KEYS = ("attempt", "started_at", "ended_at", "outcome", "error")
-
-
-def _instant_text(value: Any) -> str | None:
-    """A stored instant as the job JSON writes instants (UTC, ``isoformat``): SQLite keeps
-    some as its own text (a rescue writes the row's ``started_at`` as it is)."""
-    if not isinstance(value, str):
-        return None
-    parsed = parse_datetime(value.replace(" ", "T", 1))
-    if parsed is None:
-        return value
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC).isoformat()
-
-
-def attempt_history(entries: Any) -> list[dict[str, Any]]:
-    """A job's stored ``attempt_history`` as its JSON shows it: each entry with every key of
-    ``ATTEMPT_KEYS``, in order, its instants as the job's are written."""
-    shown = []
-    for entry in entries or ():
-        if not isinstance(entry, dict):
-            continue
-        item = {key: entry.get(key) for key in ATTEMPT_KEYS}
-        item["started_at"] = _instant_text(item["started_at"])
-        item["ended_at"] = _instant_text(item["ended_at"])
-        shown.append(item)
-    return shown
 
 
 def member_attempt(entry: dict[str, Any]) -> dict[str, Any]:

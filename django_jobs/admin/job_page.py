@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse
 from django.utils.dateparse import parse_datetime
 
+from ..attempt_history import attempt_history
 from ..conf import jobs_settings
 from ..models import Job, JobStep
-from ..serialize import attempt_history
 from ..states import ENDED_STATES, RETRYABLE_STATES, JobState, StepState
 from .display import (
     forbidden_page,

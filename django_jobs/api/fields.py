@@ -61,7 +61,7 @@ def _counts_field(**options: Any) -> serializers.Field:
 
 
 class AttemptSerializer(serializers.Serializer):
-    """One run of a job in its ``attempt_history`` (``serialize.ATTEMPT_KEYS``). A member
+    """One run of a job in its ``attempt_history`` (``attempt_history.ATTEMPT_KEYS``). A member
     never gets ``worker``, ``pid`` nor ``traceback``."""
 
     attempt = serializers.IntegerField(

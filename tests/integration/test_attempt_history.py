@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_jobs import clock
+from django_jobs.attempt_history import ATTEMPT_KEYS, MEMBER_ATTEMPT_KEYS
 from django_jobs.models import Job
-from django_jobs.serialize import ATTEMPT_KEYS, MEMBER_ATTEMPT_KEYS, job_json
+from django_jobs.serialize import job_json
 from django_jobs.store import Outcome, get_store
 from django_jobs.store.base.history import HISTORY_KEPT
 from django_jobs.testing import run_until_idle

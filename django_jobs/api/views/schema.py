@@ -21,8 +21,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ... import __version__
+from ...attempt_history import ATTEMPT_KEYS, MEMBER_ATTEMPT_KEYS
 from ...engine.schedules.cron import zone_names
-from ...serialize import ATTEMPT_KEYS, JOB_FIELDS, MEMBER_ATTEMPT_KEYS, OPERATORS_ONLY
+from ...serialize import JOB_FIELDS, OPERATORS_ONLY
 from ..errors import NotFoundError, exception_handler
 from ..openapi import extend_schema, schema_language
 
