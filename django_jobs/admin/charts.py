@@ -19,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString
 
 from ..observability.charts import WINDOWS, InvalidChart, chart_series
+from ..states import JobState
 from .display import forbidden_page, live_context
 from .svg import FAILED, PALETTE, SUCCEEDED, Series, chart, count_text, ms_text, seconds_text
 
@@ -106,8 +107,8 @@ class ChartsMixin:
                 title=f"Jobs ended {per}",
                 unit=f"jobs {per}",
                 series=[
-                    Series("succeeded", jobs["succeeded"], SUCCEEDED),
-                    Series("failed", jobs["failed"], FAILED),
+                    Series(JobState.SUCCEEDED, jobs[JobState.SUCCEEDED], SUCCEEDED),
+                    Series(JobState.FAILED, jobs[JobState.FAILED], FAILED),
                 ],
                 text=count_text,
                 bars=True,

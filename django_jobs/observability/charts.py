@@ -24,6 +24,7 @@ from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..histograms import Histogram, merge, quantiles
 from ..models import JobRollup, RollupMark
+from ..states import JobState
 
 __all__ = ["WINDOWS", "InvalidChart", "chart_series"]
 
@@ -111,7 +112,7 @@ def chart_series(
         "queue": queue,
         "kind": kind,
         "buckets": [(since + timedelta(seconds=step * i)).isoformat() for i in range(n)],
-        "jobs": {"succeeded": succeeded, "failed": failed},
+        "jobs": {JobState.SUCCEEDED: succeeded, JobState.FAILED: failed},
         "runtime_ms": {k: _percentiles(runtime[k]) for k in sorted(runtime)},
         "pickup_ms": _percentiles(pickup),
         "queues": {q: {"depth": depth[q], "oldest_age_s": oldest[q]} for q in sorted(depth)},
@@ -129,9 +130,10 @@ def _rows(since: datetime, step: int) -> list[tuple[Any, ...]]:
     """The rollup rows from ``since``: the rows of the bucket's span (quarter hours, hours)
     where those are folded, the minute rows after them (and for the minute buckets)."""
     rollups = JobRollup.objects.using(jobs_settings.DATABASE).order_by()
+    # The count columns are named for the states they count.
     columns = (
-        "minute", "queue", "kind", "succeeded", "failed", "runtime", "pickup", "depth",
-        "oldest_age_s",
+        "minute", "queue", "kind", JobState.SUCCEEDED, JobState.FAILED, "runtime", "pickup",
+        "depth", "oldest_age_s",
     )  # fmt: skip
     if step == 60:
         return list(rollups.filter(span=60, minute__gte=since).values_list(*columns))

@@ -162,7 +162,7 @@ def _minute_rows(
                 row = rows[at, queue, kind] = JobRollup(
                     minute=at, span=60, engine=engine, queue=queue, kind=kind, runtime={}, pickup={}
                 )
-            if state in ("succeeded", "failed", "cancelled"):
+            if state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
                 setattr(row, state, getattr(row, state) + n)
             if why:
                 setattr(row, _WHY[why], getattr(row, _WHY[why]) + n)
