@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 
 from ..observability.charts import WINDOWS, InvalidChart, chart_series
 from ..states import JobState
-from .display import forbidden_page, live_context
+from .display import TOOLS_IN_CONTENT, forbidden_page, live_context
 from .svg import FAILED, PALETTE, SUCCEEDED, Series, chart, count_text, ms_text, seconds_text
 
 #: The most kinds drawn on the runtime chart (the busiest); the kind filter shows any other.
@@ -64,6 +64,7 @@ class ChartsMixin:
             **live_context(),
             "djj_overview_url": self._url("overview"),
             "djj_workers_url": self._url("workers"),
+            "djj_tools_in_content": TOOLS_IN_CONTENT,
             "changelist_url": self._url("changelist"),
             "djj_window": window,
             "djj_queue": queue or "",

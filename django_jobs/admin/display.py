@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+import django
 from django.contrib.admin import AdminSite
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest
@@ -33,6 +34,11 @@ EMPTY = "-"
 #: the time zone's abbreviation ("2026-12-02 14:03:05 UTC"), in the active time zone.
 DATE_FORMAT = "Y-m-d"
 TIME_FORMAT = "H:i:s T"
+
+#: Django 5.2's admin renders the object-tools block inside the content block, which the
+#: fleet's pages (overview, workers, charts) replace; Django 6 renders it beside the title. On
+#: 5.2 those pages include their tools at the top of their content instead.
+TOOLS_IN_CONTENT = django.VERSION < (6, 0)
 
 
 # -- display helpers: HTML fragments shared by the list, the job page and the overview ------------

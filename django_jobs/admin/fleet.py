@@ -31,7 +31,7 @@ from ..conf import jobs_settings
 from ..exceptions import JobsError
 from ..models import PausedQueue
 from ..states import JobState, WorkerState
-from .display import duration, forbidden_page, timestamp_text
+from .display import TOOLS_IN_CONTENT, duration, forbidden_page, timestamp_text
 
 #: Seconds between the Workers page's re-reads (heartbeat ages are to the second).
 WORKERS_REFRESH_SECONDS = 1
@@ -90,6 +90,7 @@ class FleetAdminMixin:
             "djj_workers": self.worker_rows(),
             "djj_overview_url": self._url("overview"),
             "djj_charts_url": self._url("charts"),
+            "djj_tools_in_content": TOOLS_IN_CONTENT,
             "changelist_url": self._url("changelist"),
             "djj_refresh_seconds": WORKERS_REFRESH_SECONDS,
             "djj_lease_s": jobs_settings.lease.total_seconds(),

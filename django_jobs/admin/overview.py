@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import django
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import formats, timezone
@@ -19,6 +18,7 @@ from .display import (
     EMPTY,
     STATES,
     THROUGHPUT_MINUTES,
+    TOOLS_IN_CONTENT,
     duration,
     forbidden_page,
     live_context,
@@ -56,9 +56,7 @@ class OverviewMixin:
             "djj_operator": self.has_operate_permission(request),
             "djj_workers_url": self._url("workers"),
             "djj_charts_url": self._url("charts"),
-            # Django 5.2's admin renders the object-tools block inside the content block, which
-            # the overview replaces; Django 6 renders it beside the title.
-            "djj_tools_in_content": django.VERSION < (6, 0),
+            "djj_tools_in_content": TOOLS_IN_CONTENT,
             "djj_pause_url": self._url("pause_queue"),
             "djj_resume_url": self._url("resume_queue"),
             "djj_engines": jobs_settings.engine_names(),

@@ -41,16 +41,24 @@ class GatewayDown(Exception):
     """An exception type of the task's own module (not a builtin, not Celery's)."""
 
 
-@shared_task(name="project.flaky", autoretry_for=(GatewayDown,), max_retries=2)
-def flaky(order):
-    seen.append(("flaky", order))
-    raise GatewayDown(f"gateway down for {order}")
+@pytest.fixture
+def project_tasks():
+    """Two tasks of the project, registered for the test and unregistered after: a kind
+    defined at import would be in every other test's registry (the kinds the CLI lists)."""
 
+    @shared_task(name="project.flaky", autoretry_for=(GatewayDown,), max_retries=2)
+    def flaky(order):
+        seen.append(("flaky", order))
+        raise GatewayDown(f"gateway down for {order}")
 
-@shared_task(name="project.again", bind=True, max_retries=1, default_retry_delay=5)
-def again(self):
-    seen.append(("again", self.request.retries))
-    raise self.retry()
+    @shared_task(name="project.again", bind=True, max_retries=1, default_retry_delay=5)
+    def again(self):
+        seen.append(("again", self.request.retries))
+        raise self.retry()
+
+    yield flaky, again
+    unregister("project.flaky")
+    unregister("project.again")
 
 
 @pytest.fixture(autouse=True)
@@ -231,7 +239,10 @@ def test_celery_signals_are_refused_at_import_with_the_native_way():
 # -- AsyncResult.result while retrying and after failing ----------------------------------------
 
 
-def test_a_retrying_tasks_result_is_the_error_it_retries_for_and_then_the_same_type(clock):
+def test_a_retrying_tasks_result_is_the_error_it_retries_for_and_then_the_same_type(
+    clock, project_tasks
+):
+    flaky, _ = project_tasks
     result = flaky.delay(7)
     run_until_idle()
     assert result.state == states.RETRY
@@ -252,7 +263,8 @@ def test_a_retrying_tasks_result_is_the_error_it_retries_for_and_then_the_same_t
         result.get(timeout=1)
 
 
-def test_a_retry_without_an_error_reads_none_while_it_waits(clock):
+def test_a_retry_without_an_error_reads_none_while_it_waits(clock, project_tasks):
+    _, again = project_tasks
     result = again.delay()
     run_until_idle()
     assert result.state == states.RETRY and result.result is None
