@@ -31,7 +31,7 @@ logger = logging.getLogger("django_jobs.worker")
 #: run, and no more are claimed ahead until a thread frees: a long job never holds short ones
 #: hostage. ``--processes 0`` keeps the prefetch of one process's threads as it was.
 HOSTAGE_AFTER = 0.5
-#: Seconds into the claim loop after which the listener starts even if the claims have not
+#: Seconds into the claim loop after which the listener connects even if the claims have not
 #: caught up with the queue yet (a cancel or a pause is then heard at once again).
 LISTEN_AFTER = 1.0
 
@@ -64,7 +64,7 @@ class Claimer:
         """The claim loop, until the worker stops; ``supervise`` (the executor threads') first
         in each round; ``caught_up`` once, when a claim first finds fewer jobs due than it
         asked for (the loop has caught up with the queue), or ``LISTEN_AFTER`` seconds into the
-        loop at the latest: the listener's start. Under a backlog the claims, not the
+        loop at the latest: the listener connects then. Under a backlog the claims, not the
         notifications, find the work, and a child that lives a few jobs
         (``--max-jobs-per-child``) opens no connection to listen."""
         ledger = self.ledger

@@ -28,17 +28,27 @@ class Listener:
     def __init__(self, ledger: Ledger, retry: DatabaseRetry) -> None:
         self.ledger = ledger
         self.retry = retry
+        self.go = threading.Event()
 
     def start(self) -> None:
-        """The listener thread, where the store can listen; it ends once the worker stops."""
+        """The listener thread, where the store can listen, started with the worker's other
+        threads (a thread that cannot start fails the worker's start, never a running worker);
+        it connects and listens once ``begin`` is called, and ends once the worker stops."""
         if self.ledger.store.supports_listen:
             thread = threading.Thread(target=self._listen, name="jobs-listen", daemon=True)
             thread.start()
+
+    def begin(self) -> None:
+        """Connect and LISTEN now (the claim loop has what it wants: ``Claimer.run``)."""
+        self.go.set()
 
     def _listen(self) -> None:
         ledger, store = self.ledger, self.ledger.store
         cancels = store.cancel_channel(ledger.worker_id)
         paused = store.paused_channel
+        while not self.go.wait(0.5):
+            if ledger.stopping.is_set():
+                return
         try:
             while not ledger.stopping.is_set():
                 try:

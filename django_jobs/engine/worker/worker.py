@@ -15,9 +15,9 @@ within about a second of the request, and a job still waiting in the local queue
 
 ``Worker`` is the composition root of its services (the modules of this package from
 ``ledger`` to ``retrying``), which share its ``Ledger``. It starts their threads in this order:
-keeper, executors, then the claim loop in the calling thread, which starts the listener once it
-has claimed what it wants. As it stops, the jobs not started are handed back, the executor
-threads finish theirs, then the keeper writes the last outcomes.
+keeper, executors, listener, then the claim loop in the calling thread, which has the listener
+connect once it has claimed what it wants. As it stops, the jobs not started are handed back,
+the executor threads finish theirs, then the keeper writes the last outcomes.
 """
 
 from __future__ import annotations
@@ -240,13 +240,15 @@ class Worker:
         deadlines()  # the time limits' timer, started with the other threads
         self.attempts.start()
         self.pool.start()
+        self.listener.start()
         if ledger.parent is not None:
             ledger.parent.ready(ledger.worker_id)
         try:
-            # The listener starts once the claim loop has what it wants: its connection and
-            # LISTEN do not delay the first claim (a restarted child's, under a backlog). It
-            # wakes the loop as it starts, for what was notified before.
-            self.claimer.run(self.pool.supervise, caught_up=self.listener.start)
+            # The listener's thread starts with the others, but connects and listens once the
+            # claim loop has what it wants: its connection and LISTEN do not delay the first
+            # claim (a restarted child's, under a backlog). It wakes the loop as it starts, for
+            # what was notified before.
+            self.claimer.run(self.pool.supervise, caught_up=self.listener.begin)
         finally:
             self._shutdown()
         return RECYCLE_EXIT if ledger.recycled else 0
