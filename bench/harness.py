@@ -333,12 +333,19 @@ def drain(concurrency: int, expected: int, kind: str | None = None) -> tuple[flo
 def drain_kind(handle: Any, n: int, batch: int, tag: str, concurrency: int) -> float:
     """Empty the table, enqueue ``n`` jobs of ``handle`` in batches, drain them with one burst
     worker of ``concurrency``; return its rate (jobs/s)."""
+    rate, _ = drain_kind_cpu(handle, n, batch, tag, concurrency)
+    return rate
+
+
+def drain_kind_cpu(
+    handle: Any, n: int, batch: int, tag: str, concurrency: int
+) -> tuple[float, float]:
+    """``drain_kind``'s drain, returning its rate (jobs/s) and the worker's CPU per job (us)."""
     reset()
     payloads = [{"n": i, "run": tag} for i in range(n)]
     for start in range(0, n, batch):
         handle.enqueue_many(payloads[start : start + batch])
-    rate, _ = drain(concurrency, n, handle.kind)
-    return rate
+    return drain(concurrency, n, handle.kind)
 
 
 # -- pickup -----------------------------------------------------------------------------------

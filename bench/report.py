@@ -135,6 +135,7 @@ COMPARISONS: tuple[Comparison, ...] = (
     Comparison("pickup p99", "dbos: pickup p99 (1 s poll)"),
     # Time limits armed on every job (bench/run.py's ``limits``): within 3 % of none.
     Comparison("drain c=4 soft limit", "drain c=4 no limit", 0.97),
+    Comparison("drain c=4 soft limit cpu", "drain c=4 no limit cpu"),
     Comparison("pickup p50 soft limit", "pickup p50 no limit", 1.03, at_least=False),
     Comparison("pickup p99 soft limit", "pickup p99 no limit"),
     # Celery's API over the engine (bench/celery_layer.py): within 10 % of the native calls.

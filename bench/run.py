@@ -74,6 +74,7 @@ from bench.harness import (  # noqa: E402
     DEFAULT_URL,
     drain,
     drain_kind,
+    drain_kind_cpu,
     enqueue_from_processes,
     enqueue_in_batches,
     enqueue_one_per_transaction,
@@ -177,7 +178,10 @@ def limits_figures(args: argparse.Namespace, tag: str, results: Results, run: in
     if run % 2 == 0:
         sides.reverse()
     for handle, _, suffix in sides:
-        results.add(f"drain c=4{suffix}", drain_kind(handle, args.jobs, args.batch, tag, 4))
+        rate, cpu = drain_kind_cpu(handle, args.jobs, args.batch, tag, 4)
+        results.add(f"drain c=4{suffix}", rate)
+        # The worker's CPU per job: steadier than the rate, which moves with the machine.
+        results.add(f"drain c=4{suffix} cpu", cpu)
     for _, stamp, suffix in sides:
         reset()
         p50, _, p99 = pickup(
