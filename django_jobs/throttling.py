@@ -174,7 +174,7 @@ def credentials_user(request: Any) -> Any:
     from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
     check_failed_credentials(request)
     try:
         user = Request(request, authenticators=authenticators).user

@@ -144,12 +144,14 @@ def _authenticate(request: HttpRequest) -> tuple[Any, str | None]:
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return user, None
+    from rest_framework.request import Request
     from rest_framework.settings import api_settings
 
-    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[operator]  # classes once imported; the stubs say str
+    authenticators = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    drf_request = Request(request, authenticators=authenticators)  # what a challenge may read
     challenge = None
     for authenticator in authenticators:
-        challenge = authenticator.authenticate_header(request)
+        challenge = authenticator.authenticate_header(drf_request)
         # Never Basic (nor another scheme a browser prompts for, then caches the answer of):
         # a scraper sends its credentials up front (docs/security.md).
         if challenge and challenge.split(None, 1)[0].lower() not in PROMPTING_SCHEMES:
