@@ -11,6 +11,7 @@ hands what is left to the writer thread.
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -150,3 +151,27 @@ def test_a_keeper_that_stops_hands_the_events_left_to_the_writer_thread(monkeypa
     assert not writer.kept
     assert writer.flush(10)
     assert event_types(job.pk) == ["job.created", "job.started"]
+
+
+def test_a_forked_worker_process_keeps_its_keeper_from_before_its_first_event():
+    """A template forks worker processes: the child's keeper registers before any event is
+    published there, and must still store them (a writer thread of the child's own, started
+    because the fork was noticed only at the first event, drained durable steps at half the
+    rate)."""
+    writer = publish_module.writer
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the forked process: report over the pipe, never return into pytest
+        try:
+            woken: list[int] = []
+            writer.keep_by(lambda: woken.append(1))
+            writer.submit_all([object()])  # type: ignore[list-item]  # never stored here
+            ok = woken == [1] and writer.kept and writer._thread is None
+            os.write(write, b"kept" if ok else f"lost {woken} {writer._thread}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        said = answer.read().decode()
+    os.waitpid(pid, 0)
+    assert said == "kept"
