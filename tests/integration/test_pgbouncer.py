@@ -35,7 +35,7 @@ import pytest
 from django.db import connection
 
 from django_jobs.models import Job
-from testproject.jobs import count_to_100, record
+from testproject.jobs import count_to_100, record, with_steps
 from testproject.models import Execution
 from tests.conftest import (
     SSEClient,
@@ -270,11 +270,14 @@ def test_transaction_mode_without_the_setting_prepared_statements_collide_and_sa
     # Django's default OPTIONS: the engine prepares its hot statements on each connection.
     # Through one shared server connection the worker's second connection to prepare finds
     # the first one's "_pg3_0" there: every attempt fails the same way, reconnecting or not.
+    # Two connections of the worker prepare: the keeper's (outcomes and live events) and an
+    # executor thread's (the durable steps' inserts).
     bouncer = pgbouncer("transaction", pool_size=1)
     through = {"DATABASE_URL": bouncer.url(), "DATABASE_TRANSACTION_POOL": "django_defaults"}
     worker = spawn("runjobs", "--concurrency", "2", env=through)
     worker.wait_for_output("ready")
     record.enqueue_many([{"n": i} for i in range(10)])
+    with_steps.enqueue_many([{"n": i} for i in range(10)])
     worker.wait_for_output("already exists")
     worker.wait_for_output("set DISABLE_SERVER_SIDE_CURSORS = True on the database")
     assert 'prepared statement "_pg3_' in worker.output()
