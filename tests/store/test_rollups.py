@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.db import connections
+from django.db import connections, transaction
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -112,6 +112,39 @@ def test_workers_closing_at_the_same_moment_on_threads_count_each_minute_once() 
     assert sorted(closed) == [0, 0, 0, 30]
     assert sum(r.succeeded for r in minute_rows(kind="app.a")) == 90
     assert len(minute_rows(kind="app.a")) == 30
+
+
+@pytest.mark.skipif(connections["default"].vendor != "postgresql", reason="row locks")
+def test_a_worker_whose_close_is_held_open_elsewhere_passes_rather_than_waits() -> None:
+    # Another worker's first close inserted the mark and its transaction stays open (that
+    # worker was cut off from the server mid-close): this worker's keeper must not wait for it.
+    inserted, release = threading.Event(), threading.Event()
+
+    def cut_off_worker() -> None:
+        try:
+            with transaction.atomic():
+                RollupMark.objects.create(engine="default", closed_until=T0)
+                inserted.set()
+                release.wait(30)
+                raise RuntimeError("never committed")
+        except RuntimeError:
+            pass
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=cut_off_worker)
+    holder.start()
+    try:
+        assert inserted.wait(10)
+        with ThreadPoolExecutor(1) as pool:
+            closing = pool.submit(lambda: (close_rollups(), connections.close_all())[0])
+            assert closing.result(timeout=10) == 0  # passed, within LOCK_WAIT
+    finally:
+        release.set()
+        holder.join(30)
+    with time_machine.travel(T0 + timedelta(minutes=2), tick=False):
+        close_rollups()  # the holder rolled back: this worker inserts the mark itself
+    assert RollupMark.objects.filter(engine="default").exists()
 
 
 def test_a_stop_of_the_fleet_is_caught_up_and_hours_are_folded() -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.db.models import Count, Min, Q
 
 from ... import clock
@@ -51,6 +51,11 @@ GRACE = timedelta(seconds=5)
 #: The most minutes one close reads.
 CATCH_UP = 60
 MINUTE = timedelta(minutes=1)
+#: PostgreSQL: the longest a close waits on another worker's lock (the mark's first insert, a
+#: minute's rows) before it leaves those minutes to that worker. Without it, a worker cut off
+#: from the server inside its close (its transaction open there until the server notices)
+#: held every other worker's keeper thread, and its outcomes, for as long.
+LOCK_WAIT = "200ms"
 #: The coarser spans each finished one of which is folded into a row: quarter hours (the 24 h
 #: chart's buckets) and hours (the week's).
 FOLDED = (900, 3600)
@@ -66,9 +71,18 @@ def close_rollups(
     engine: str = "default", *, now: datetime | None = None, using: str | None = None
 ) -> int:
     """Close the finished minutes of ``engine`` not closed yet (up to ``CATCH_UP``); return
-    how many this call closed (0: none was due, or another worker closed them)."""
+    how many this call closed (0: none was due, or another worker closed them or holds them
+    now)."""
     alias = using or jobs_settings.DATABASE
-    now = now or clock.now()
+    try:
+        return _close(engine, now or clock.now(), alias)
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != "55P03":  # lock_not_available
+            raise
+        return 0  # another worker's transaction holds them: its minutes, or the next look's
+
+
+def _close(engine: str, now: datetime, alias: str) -> int:
     end = floor_minute(now - GRACE)
     marks = RollupMark.objects.using(alias)
     mark = marks.filter(engine=engine)
@@ -76,7 +90,12 @@ def close_rollups(
         # A worker closing minutes holds the mark's row: the others pass, rather than hold
         # their keeper thread (and its outcomes) until it is done.
         mark = mark.select_for_update(skip_locked=True)
+    # Within a transaction of the caller's, SET LOCAL would outlive this close: none then.
+    bounded = connections[alias].vendor == "postgresql" and not connections[alias].in_atomic_block
     with transaction.atomic(using=alias):
+        if bounded:
+            with connections[alias].cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
         start = mark.values_list("closed_until", flat=True).first()
         if start is None:
             if marks.filter(engine=engine).exists():
