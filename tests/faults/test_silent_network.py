@@ -144,11 +144,15 @@ def test_every_worker_connection_has_tcp_keepalive(spawn, proxy):
     assert all(t is not None and t <= 10.5 for t in timers), timers
 
 
-def lock_waiters() -> int:
+def step_lock_waiters() -> int:
+    """Connections waiting on a lock of a step row (an atomic step's, held by a connection cut
+    off mid-step); not another wait that a cut-off worker may cause meanwhile (its keeper's
+    chores, the charts' minutes)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' "
+            "AND query LIKE '%%django_jobs_jobstep%%'"
         )
         return cursor.fetchone()[0]
 
@@ -184,7 +188,7 @@ def test_a_worker_cut_off_inside_an_atomic_step_delays_the_takeover_and_nothing_
     proxy.cut()
     second = spawn("runjobs", "--processes", "0", "--concurrency", "1", env={"JOBS_LEASE": LEASE})
     wait_until(
-        lambda: lock_waiters() >= 1,
+        lambda: step_lock_waiters() >= 1,
         timeout=60,
         message=f"the takeover did not reach the step: {states([held.pk])}\n{second.output()}",
     )
