@@ -2,14 +2,18 @@
 
 The silent-network test shows it with real processes; here the two runs of one job (the one
 whose lease ran out, and the one that re-asked it) are two contexts side by side, so every
-kind of step write is checked, on SQLite and PostgreSQL.
+kind of step write is checked, on SQLite and PostgreSQL. And the rescue of a job whose row a
+cut-off worker's transaction still holds: passed over, never waited on (PostgreSQL).
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
+from django.db import connection, connections, transaction
 
 from django_jobs import clock
 from django_jobs.engine.durable.journal import LeaseLost
@@ -86,3 +90,45 @@ def test_a_late_run_cannot_overwrite_a_step_row_the_new_run_stored():
         late.step.run("first", lambda: "late")
     row = JobStep.objects.get(job_id=job.pk, name="first")
     assert (row.state, row.value, row.attempts) == ("completed", "new", 2)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks (SKIP LOCKED)")
+def test_the_rescue_passes_over_a_job_another_transaction_holds_and_takes_it_after():
+    # A worker cut off from the server while it recorded a job's outcome: its transaction
+    # stays open there, holding the row, after the job's lease ran out. Another worker's
+    # rescue must not wait on it (its keeper, and every outcome behind it, would wait too).
+    held, free = three_steps.enqueue({"n": "held"}), three_steps.enqueue({"n": "free"})
+    now = clock.now()
+    claim("cut-off", now=now, limit=2)
+    later = now + timedelta(minutes=5)
+    locked, release = threading.Event(), threading.Event()
+
+    def cut_off_worker() -> None:
+        try:
+            with transaction.atomic():
+                list(Job.objects.select_for_update().filter(pk=held.pk))
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=cut_off_worker)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        with ThreadPoolExecutor(1) as pool:
+
+            def rescue() -> list[tuple[int, str]]:
+                try:
+                    return get_store().rescue(engine=None, now=later, error="lease ran out")
+                finally:
+                    connections.close_all()
+
+            assert pool.submit(rescue).result(timeout=10) == [(free.pk, "queued")]
+    finally:
+        release.set()
+        holder.join(30)
+    assert get_store().rescue(engine=None, now=later, error="lease ran out") == [
+        (held.pk, "queued")
+    ]

@@ -24,8 +24,15 @@ class MaintenanceMixin(HistoryMixin, ChildrenMixin):
         A job with attempts left goes back to ``queued`` now; one without fails, and, as any
         end, counts against its parent's pending children in the same transaction. Each
         attempt's entry (``lost``, no process id known) goes in its job's history.
+
+        A row another transaction holds is passed over where the store can
+        (``supports_skip_locked``), and looked at again on the next rescue: its holder may be
+        recording that job's outcome now, or be a worker cut off from the server, whose
+        transaction stays open there until the server notices. Waiting on it would hold the
+        calling worker's keeper thread, and every outcome behind it, for as long.
         """
         engine_sql, params = ("", []) if engine is None else (" AND engine = %s", [engine])
+        skip_locked = " FOR UPDATE SKIP LOCKED" if self.supports_skip_locked else ""
         entry = self.row_entry_sql(
             worker_sql=self.worker_name_sql("worker_id"),
             pid_sql="NULL",
@@ -39,7 +46,8 @@ class MaintenanceMixin(HistoryMixin, ChildrenMixin):
                 "error = %s, run_at = %s, worker_id = NULL, leased_until = NULL, "
                 "wait_reason = NULL, "
                 f"attempt_history = {self.history_append_sql('attempt_history', entry)} "
-                f"WHERE state = 'running' AND leased_until < %s{engine_sql} "
+                f"WHERE id IN (SELECT id FROM {TABLE} WHERE state = 'running' "
+                f"AND leased_until < %s{engine_sql}{skip_locked}) AND state = 'running' "
                 "RETURNING id, state, parent_id",
                 [
                     self.dt(now),
