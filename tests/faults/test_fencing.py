@@ -8,12 +8,10 @@ cut-off worker's transaction still holds: passed over, never waited on (PostgreS
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection
 
 from django_jobs import clock
 from django_jobs.engine.durable.journal import LeaseLost
@@ -23,6 +21,7 @@ from django_jobs.store import get_store
 from testproject.jobs import three_steps
 from testproject.models import Execution
 from tests.conftest import claim
+from tests.locks import held_open, on_another_connection
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
@@ -102,33 +101,10 @@ def test_the_rescue_passes_over_a_job_another_transaction_holds_and_takes_it_aft
     now = clock.now()
     claim("cut-off", now=now, limit=2)
     later = now + timedelta(minutes=5)
-    locked, release = threading.Event(), threading.Event()
 
-    def cut_off_worker() -> None:
-        try:
-            with transaction.atomic():
-                list(Job.objects.select_for_update().filter(pk=held.pk))
-                locked.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
+    def rescue() -> list[tuple[int, str]]:
+        return get_store().rescue(engine=None, now=later, error="lease ran out")
 
-    holder = threading.Thread(target=cut_off_worker)
-    holder.start()
-    try:
-        assert locked.wait(10)
-        with ThreadPoolExecutor(1) as pool:
-
-            def rescue() -> list[tuple[int, str]]:
-                try:
-                    return get_store().rescue(engine=None, now=later, error="lease ran out")
-                finally:
-                    connections.close_all()
-
-            assert pool.submit(rescue).result(timeout=10) == [(free.pk, "queued")]
-    finally:
-        release.set()
-        holder.join(30)
-    assert get_store().rescue(engine=None, now=later, error="lease ran out") == [
-        (held.pk, "queued")
-    ]
+    with held_open(lambda: list(Job.objects.select_for_update().filter(pk=held.pk))):
+        assert on_another_connection(rescue) == [(free.pk, "queued")]
+    assert rescue() == [(held.pk, "queued")]

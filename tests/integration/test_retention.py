@@ -6,14 +6,13 @@ PostgreSQL and SQLite within the default run.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from itertools import count as itertools_count
 from itertools import cycle, islice
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test import override_settings
 
 from django_jobs import InvalidDuration, retry
@@ -21,6 +20,7 @@ from django_jobs.engine.maintenance import prune, prune_expired, retention_perio
 from django_jobs.models import Job, JobStep
 from django_jobs.states import ENDED_STATES, LIVE_STATES
 from tests.conftest import analyze_as_autovacuum_would, requires_postgres
+from tests.locks import held_open
 
 pytestmark = pytest.mark.django_db
 
@@ -242,25 +242,9 @@ def test_prune_expired_applies_the_retention_setting():
 def test_a_row_locked_by_a_concurrent_retry_is_skipped_not_lost():
     ids = make_jobs(5, states=("failed",), ended_at=OLD, tag="old")
     target = ids[0]
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_the_row_like_retry_does() -> None:
-        try:
-            with transaction.atomic():
-                Job.objects.select_for_update().get(pk=target)
-                locked.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_the_row_like_retry_does)
-    holder.start()
-    try:
-        assert locked.wait(30)
+    # Held as retry() holds it, in a transaction of another connection.
+    with held_open(lambda: Job.objects.select_for_update().get(pk=target)):
         result = prune("30d", now=NOW)  # never waits on the locked row
-    finally:
-        release.set()
-        holder.join(30)
     assert result.jobs == 4
     assert list(Job.objects.values_list("pk", flat=True)) == [target]
     assert retry(target)["state"] == "queued"

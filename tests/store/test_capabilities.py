@@ -7,12 +7,11 @@ every store to its own flags, and run on SQLite and PostgreSQL (CI runs tests/st
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +26,7 @@ from django_jobs.store import Store, get_store
 from django_jobs.store import events as event_rows
 from django_jobs.store.event_rows import NewEvent
 from tests.conftest import on_postgres
+from tests.locks import held_open
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 FLAGS = (
@@ -147,32 +147,13 @@ def test_lock_jobs_passes_over_rows_another_transaction_holds_where_it_can():
         # One writer at a time: a second transaction cannot hold a row while this one reads.
         pytest.skip("this store has one writer (supports_skip_locked is False)")
     held, free = make_job("held").pk, make_job("free").pk
-    holding, release = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
 
     def hold() -> None:
-        try:
-            with transaction.atomic():
-                assert store.lock_jobs(Q(pk=held), 1) == [held]
-                holding.set()
-                release.wait(30)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-            holding.set()
-        finally:
-            connections.close_all()
+        assert store.lock_jobs(Q(pk=held), 1) == [held]
 
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert holding.wait(30)
-        with transaction.atomic():
-            # Not a wait on the held row: the other one at once.
-            assert store.lock_jobs(Q(pk__in=[held, free]), 10) == [free]
-    finally:
-        release.set()
-        thread.join(30)
-    assert not errors
+    with held_open(hold), transaction.atomic():
+        # Not a wait on the held row: the other one at once.
+        assert store.lock_jobs(Q(pk__in=[held, free]), 10) == [free]
     with transaction.atomic():
         assert sorted(store.lock_jobs(Q(pk__in=[held, free]), 10)) == [held, free]
 

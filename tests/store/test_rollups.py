@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.db import connections, transaction
+from django.db import connections
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +16,7 @@ from django_jobs.engine.maintenance import prune
 from django_jobs.engine.maintenance.rollups import close_rollups
 from django_jobs.histograms import bucket_of, histogram, merge, quantile
 from django_jobs.models import Job, JobRollup, RollupMark
+from tests.locks import held_open, on_another_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,30 +119,8 @@ def test_workers_closing_at_the_same_moment_on_threads_count_each_minute_once() 
 def test_a_worker_whose_close_is_held_open_elsewhere_passes_rather_than_waits() -> None:
     # Another worker's first close inserted the mark and its transaction stays open (that
     # worker was cut off from the server mid-close): this worker's keeper must not wait for it.
-    inserted, release = threading.Event(), threading.Event()
-
-    def cut_off_worker() -> None:
-        try:
-            with transaction.atomic():
-                RollupMark.objects.create(engine="default", closed_until=T0)
-                inserted.set()
-                release.wait(30)
-                raise RuntimeError("never committed")
-        except RuntimeError:
-            pass
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=cut_off_worker)
-    holder.start()
-    try:
-        assert inserted.wait(10)
-        with ThreadPoolExecutor(1) as pool:
-            closing = pool.submit(lambda: (close_rollups(), connections.close_all())[0])
-            assert closing.result(timeout=10) == 0  # passed, within LOCK_WAIT
-    finally:
-        release.set()
-        holder.join(30)
+    with held_open(lambda: RollupMark.objects.create(engine="default", closed_until=T0)):
+        assert on_another_connection(close_rollups) == 0  # passed, within LOCK_WAIT
     with time_machine.travel(T0 + timedelta(minutes=2), tick=False):
         close_rollups()  # the holder rolled back: this worker inserts the mark itself
     assert RollupMark.objects.filter(engine="default").exists()
